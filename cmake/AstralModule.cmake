@@ -1,0 +1,42 @@
+# astral_add_module(<name> [DEPS <targets>...])
+#
+# Declares the static library astral_<name> from <module>/src/*.cpp with public headers in
+# <module>/include (included as <astral/<name>/...>). Sources are globbed so that adding a file to a
+# module never touches a shared build file. Alias: astral::<name>.
+function(astral_add_module name)
+  cmake_parse_arguments(ARG "" "" "DEPS;PRIVATE_DEPS" ${ARGN})
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/*.cpp)
+  if(NOT sources)  # a module that has only headers so far
+    add_library(astral_${name} INTERFACE)
+    target_include_directories(astral_${name} INTERFACE ${CMAKE_CURRENT_SOURCE_DIR}/include)
+    target_link_libraries(astral_${name} INTERFACE ${ARG_DEPS})
+    add_library(astral::${name} ALIAS astral_${name})
+    return()
+  endif()
+  add_library(astral_${name} STATIC ${sources})
+  target_include_directories(astral_${name} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
+                                            PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_link_libraries(astral_${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  # The NCCL plugin exports only NCCL's entry points; module code is hidden by default.
+  set_target_properties(astral_${name} PROPERTIES CXX_VISIBILITY_PRESET hidden
+                                                  VISIBILITY_INLINES_HIDDEN ON)
+  add_library(astral::${name} ALIAS astral_${name})
+endfunction()
+
+# astral_add_test_suite(<name> DEPS <targets>...)
+#
+# One Catch2 executable per module from tests/<name>/*.cpp, each TEST_CASE registered with CTest.
+function(astral_add_test_suite name)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp)
+  if(NOT sources)
+    return()
+  endif()
+  add_executable(test_${name} ${sources})
+  target_link_libraries(test_${name} PRIVATE astral_test_main ${ARG_DEPS})
+  target_compile_definitions(test_${name} PRIVATE
+    ASTRAL_FIXTURES_DIR="${ASTRAL_FIXTURES_DIR}"
+    ASTRAL_BINARY_DIR="${CMAKE_BINARY_DIR}")
+  catch_discover_tests(test_${name} TEST_PREFIX "${name}: " PROPERTIES TIMEOUT 300
+                       WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+endfunction()

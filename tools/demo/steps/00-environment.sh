@@ -1,0 +1,3 @@
+# Prints what the demo runs on.
+"$ASTRAL_BIN" --version
+uname -srm
