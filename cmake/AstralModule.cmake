@@ -40,3 +40,26 @@ function(astral_add_test_suite name)
   catch_discover_tests(test_${name} TEST_PREFIX "${name}: " PROPERTIES TIMEOUT 300
                        WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 endfunction()
+
+# astral_add_fuzz_target(<name> SOURCES <files>... DEPS <targets>... [CORPUS <dir>])
+#
+# A fuzz target defines `extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t)`.
+# - Always builds fuzz_<name>_replay: a driver that feeds the corpus files and a bounded number of
+#   deterministic mutations of them, registered with CTest (so it runs under g++ and under ASan).
+# - With clang, also builds fuzz_<name> linked with libFuzzer for real coverage-guided runs:
+#   ./fuzz_<name> -max_total_time=60 <corpus-dir>
+function(astral_add_fuzz_target name)
+  cmake_parse_arguments(ARG "" "CORPUS" "SOURCES;DEPS" ${ARGN})
+  add_executable(fuzz_${name}_replay ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/support/fuzz_replay_main.cpp)
+  target_link_libraries(fuzz_${name}_replay PRIVATE ${ARG_DEPS})
+  target_include_directories(fuzz_${name}_replay PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+  add_test(NAME "fuzz: ${name} (replay + mutations)"
+           COMMAND fuzz_${name}_replay ${ARG_CORPUS})
+  set_tests_properties("fuzz: ${name} (replay + mutations)" PROPERTIES TIMEOUT 300)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    add_executable(fuzz_${name} ${ARG_SOURCES})
+    target_link_libraries(fuzz_${name} PRIVATE ${ARG_DEPS})
+    target_compile_options(fuzz_${name} PRIVATE -fsanitize=fuzzer)
+    target_link_options(fuzz_${name} PRIVATE -fsanitize=fuzzer)
+  endif()
+endfunction()
