@@ -211,10 +211,10 @@ class NodeBuilder {
       if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS && nic.name.empty()) {
         nic.name = c->name ? c->name : "";
         nic.node_guid = info(c, "NodeGUID");
-        for (unsigned i = 0; i < c->infos_count; ++i) {
-          int port = 0;
-          char rest[32];
-          if (std::sscanf(c->infos[i].name, "Port%dState%31s", &port, rest) == 1)
+        for (unsigned i = 0; i < c->infos_count; ++i) {  // "Port<N>State" = first digit of ports/N/state
+          int port = 0, consumed = 0;
+          if (std::sscanf(c->infos[i].name, "Port%dState%n", &port, &consumed) == 1 &&
+              c->infos[i].name[consumed] == '\0')
             nic.ports.push_back({port, std::atoi(c->infos[i].value)});
         }
       } else if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK && nic.netdev.empty()) {

@@ -103,11 +103,18 @@ void assign_rails(Node& node) {
     while (parent[x] != x) x = parent[x] = parent[parent[x]];
     return x;
   };
+  // A NIC belongs to the GPUs for which it is nearest, and among those only to the closest: a GPU
+  // whose own NIC is missing must not swallow a healthy GPU's NIC one PCIe level further away.
+  std::vector<PathClass> gpu_best(G), nic_owner_class(N, PathClass::SYS);
   for (size_t g = 0; g < G; ++g) {
-    PathClass best = *std::min_element(node.gpu_nic[g].begin(), node.gpu_nic[g].end());
-    if (best == PathClass::SYS) continue;
+    gpu_best[g] = *std::min_element(node.gpu_nic[g].begin(), node.gpu_nic[g].end());
     for (size_t n = 0; n < N; ++n)
-      if (node.gpu_nic[g][n] == best) parent[find(g)] = find(G + n);
+      if (node.gpu_nic[g][n] == gpu_best[g]) nic_owner_class[n] = std::min(nic_owner_class[n], gpu_best[g]);
+  }
+  for (size_t g = 0; g < G; ++g) {
+    if (gpu_best[g] == PathClass::SYS) continue;
+    for (size_t n = 0; n < N; ++n)
+      if (node.gpu_nic[g][n] == gpu_best[g] && gpu_best[g] == nic_owner_class[n]) parent[find(g)] = find(G + n);
   }
 
   std::vector<Rail> rails;

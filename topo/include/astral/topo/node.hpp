@@ -150,8 +150,9 @@ Node discover_live();
 Node load_hwloc_xml(const std::string& path);
 
 // Assigns rails from gpu_nic (called by discovery; exposed for tests of odd layouts):
-// each GPU's rail NICs are the NICs at its best path class, unless that is SYS (another socket);
-// GPUs and NICs linked that way form groups that pair 1:1, 1:k or k:1 in bus-id order.
+// each GPU's rail NICs are the NICs at its best path class, unless that is SYS (another socket) or
+// another GPU reaches that NIC more closely; GPUs and NICs linked that way form groups that pair
+// 1:1, 1:k or k:1 in bus-id order (an irregular group becomes one rail, which the audit flags).
 void assign_rails(Node& node);
 
 }  // namespace astral::topo
