@@ -199,6 +199,9 @@ void Fabric::build_indexes() {
   gpu_offset_.assign(data_.hosts.size() + 1, 0);
   for (size_t h = 0; h < data_.hosts.size(); ++h)
     gpu_offset_[h + 1] = gpu_offset_[h] + data_.profiles[data_.hosts[h].profile].gpus;
+  host_of_gpu_.resize(gpu_offset_.back());
+  for (size_t h = 0; h < data_.hosts.size(); ++h)
+    std::fill(host_of_gpu_.begin() + gpu_offset_[h], host_of_gpu_.begin() + gpu_offset_[h + 1], int(h));
   switch_links_.assign(data_.switches.size(), {});
   host_links_.assign(data_.hosts.size(), {});
   for (size_t h = 0; h < data_.hosts.size(); ++h) host_by_name_[data_.hosts[h].name] = int(h);
@@ -219,13 +222,6 @@ void Fabric::build_indexes() {
   for (size_t s = 0; s < data_.switches.size(); ++s)
     if (switch_links_[s].empty())
       warnings_.push_back(fmt::format("switch '{}' has no links", data_.switches[s].name));
-}
-
-GpuRef Fabric::gpu(int global) const {
-  if (global < 0 || global >= gpu_count()) return {};
-  auto it = std::upper_bound(gpu_offset_.begin(), gpu_offset_.end(), global);
-  int host = int(it - gpu_offset_.begin()) - 1;
-  return {host, global - gpu_offset_[host]};
 }
 
 int Fabric::nic_of_gpu(int host, int local_gpu) const {

@@ -137,7 +137,11 @@ class Fabric {
   // GPUs are numbered globally host by host: global = first_gpu(host) + local.
   int gpu_count() const { return gpu_offset_.back(); }
   int first_gpu(int host) const { return gpu_offset_[host]; }
-  GpuRef gpu(int global) const;
+  GpuRef gpu(int global) const {
+    if (global < 0 || global >= gpu_count()) return {};
+    int host = host_of_gpu_[global];
+    return {host, global - gpu_offset_[host]};
+  }
   int global_gpu(int host, int local_gpu) const { return gpu_offset_[host] + local_gpu; }
   int nic_of_gpu(int host, int local_gpu) const;  // -1 when the GPU has no NIC
   int rail_of_gpu(int host, int local_gpu) const;  // -1 when the GPU has no NIC
@@ -172,6 +176,7 @@ class Fabric {
   FabricData data_;
   std::vector<std::string> warnings_;
   std::vector<int> gpu_offset_;  // size hosts + 1
+  std::vector<int> host_of_gpu_;
   std::vector<std::vector<int>> switch_links_;
   std::vector<std::vector<int>> host_links_;
   std::unordered_map<std::string, int> host_by_name_;
