@@ -154,7 +154,7 @@ class Trial {
  private:
   bool uniform_loads(const ResourceLoads& loads) const {
     for (size_t r = 0; r < capacity_.size(); ++r)
-      if (loads.subflows[r] > 0 && loads.max_subflow[r] > loads.min_subflow[r] * (1 + 1e-9))
+      if (loads.at[r].subflows > 0 && !loads.at[r].uniform())
         return false;
     return true;
   }
@@ -171,8 +171,8 @@ class Trial {
     bool uniform = uniform_loads(loads);
     double max_load = 0;
     for (size_t r = 0; r < capacity_.size(); ++r) {
-      if (loads.subflows[r] == 0) continue;
-      max_load = std::max(max_load, capacity_[r] > 0 ? loads.bytes[r] / capacity_[r]
+      if (loads.at[r].subflows == 0) continue;
+      max_load = std::max(max_load, capacity_[r] > 0 ? loads.at[r].bytes / capacity_[r]
                                                      : std::numeric_limits<double>::infinity());
     }
     bool event_ok = store && b.subflow_count() <= o_.event_sim_limit;
@@ -206,8 +206,7 @@ class Trial {
     for (size_t j = 0; j < jobs_.size(); ++j) {
       std::mt19937_64 rng(topo::mix64(seed_ ^ (0x7a11c0ULL + j)));
       b.begin_job(int(j));
-      detail::for_each_demand(f_, jobs_[j], o_, rng,
-                              [&](int src, int dst, double bytes) { b.demand(src, dst, bytes); });
+      detail::for_each_demand(f_, jobs_[j], o_, rng, b);
       b.end_job();
     }
   }
@@ -250,7 +249,7 @@ class Trial {
       for (size_t f = 0; f < b.flows().size(); ++f) {
         double busiest = 0;
         for (int r : b.flows().path(f))
-          if (capacity_[r] > 0) busiest = std::max(busiest, loads.subflows[r] / capacity_[r]);
+          if (capacity_[r] > 0) busiest = std::max(busiest, loads.at[r].subflows / capacity_[r]);
         worst = std::max(worst, b.flow_bytes()[f] * busiest);
       }
       return worst;
@@ -301,12 +300,11 @@ class Trial {
 std::vector<LoadDistribution> distributions(const topo::Fabric& f, const topo::Router& router,
                                             const ResourceLoads& loads,
                                             const std::vector<double>& capacity, double ideal,
-                                            std::vector<double>& network_factors) {
-  std::map<std::string, std::vector<double>> by_class;
+                                            std::map<std::string, std::vector<double>>& by_class) {
   auto tier = [&](const topo::Endpoint& e) { return e.is_host() ? 0 : f.switches()[e.sw].tier; };
   for (int r = 0; r < router.resource_count(); ++r) {
     if (capacity[r] <= 0) continue;
-    double factor = ideal > 0 ? loads.bytes[r] / capacity[r] / ideal : 0;
+    double factor = ideal > 0 ? loads.at[r].bytes / capacity[r] / ideal : 0;
     if (router.is_nvlink(r)) {
       by_class["nvlink"].push_back(factor);
       continue;
@@ -315,10 +313,10 @@ std::vector<LoadDistribution> distributions(const topo::Fabric& f, const topo::R
     bool up = topo::Router::resource_is_upward(r);
     int from = tier(up ? l.a : l.b), to = tier(up ? l.b : l.a);
     by_class[fmt::format("{}->{}", tier_name(from), tier_name(to))].push_back(factor);
-    network_factors.push_back(factor);
   }
   std::vector<LoadDistribution> out;
-  for (auto& [name, v] : by_class) {
+  for (auto& [name, values] : by_class) {
+    std::vector<double> v = values;
     LoadDistribution d;
     d.link_class = name;
     d.resources = long(v.size());
@@ -423,7 +421,7 @@ FlowSimResult simulate(const topo::Fabric& fabric, const FlowSimOptions& o, cons
         res.gpus += int(job.gpus.size());
         res.hosts += int(job.hosts.size());
       }
-      res.loads = distributions(f, router, *loads, capacity, out.ideal, res.network_load_factors);
+      res.loads = distributions(f, router, *loads, capacity, out.ideal, res.load_factors);
       int ranks = trial.jobs().empty() ? 0 : int(trial.jobs()[0].gpus.size());
       if (out.completion > 0 && std::isfinite(out.completion)) {
         res.algbw_gbytes_s = o.bytes / out.completion / 1e9;

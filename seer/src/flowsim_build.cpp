@@ -22,6 +22,23 @@ TrafficBuilder::TrafficBuilder(const topo::Router& router, const topo::PathSelec
   nic_base_.assign(fabric_.hosts().size() + 1, 0);
   for (size_t h = 0; h < fabric_.hosts().size(); ++h)
     nic_base_[h + 1] = nic_base_[h] + int(fabric_.profile_of(int(h)).nics.size());
+  gpu_.resize(gpus);
+  for (size_t x = 0; x < gpus; ++x) {
+    topo::GpuRef g = fabric_.gpu(int(x));
+    gpu_[x] = {g.host, g.gpu, fabric_.nic_of_gpu(g.host, g.gpu), fabric_.rail_of_gpu(g.host, g.gpu)};
+  }
+  for (const auto& profile : fabric_.profiles()) {
+    std::vector<int> gpu(fabric_.rails(), -1), nic(fabric_.rails(), -1);
+    for (size_t n = profile.nics.size(); n-- > 0;) {  // the first NIC of a rail wins
+      nic[profile.nics[n].rail] = int(n);
+      gpu[profile.nics[n].rail] = profile.nics[n].gpus.empty() ? -1 : profile.nics[n].gpus.front();
+    }
+    rail_gpu_.push_back(std::move(gpu));
+    rail_nic_.push_back(std::move(nic));
+  }
+  for (const auto& profile : fabric_.profiles()) max_gpus_per_host_ = std::max(max_gpus_per_host_, profile.gpus);
+  nvlink_bytes_.assign(gpus * max_gpus_per_host_, 0.0);
+  nvlink_touched_.assign(gpus, 0);
   nic_gbps_.assign(nic_base_.back(), 0.0);
   for (size_t h = 0; h < fabric_.hosts().size(); ++h) {
     const auto& nics = fabric_.profile_of(int(h)).nics;
@@ -39,91 +56,96 @@ void TrafficBuilder::set_upper_bound_pass(const ResourceLoads& first_pass,
   upper_bound_s_ = 0;
 }
 
-void TrafficBuilder::begin_job(int job) {
-  job_ = job;
-  host_ = -1;
-}
+void TrafficBuilder::begin_job(int job) { job_ = job; }
 
 void TrafficBuilder::end_job() {
   flush_pxn();
-  flush_host();
+  // NVLink transfers: one per (source GPU, destination GPU) of a host, direct and PXN legs together.
+  for (size_t x = 0; x < gpu_.size(); ++x) {
+    if (!nvlink_touched_[x]) continue;
+    nvlink_touched_[x] = 0;
+    const int first = fabric_.first_gpu(gpu_[x].host);
+    for (int k = 0; k < max_gpus_per_host_; ++k) {
+      double& bytes = nvlink_bytes_[x * max_gpus_per_host_ + k];
+      if (bytes > 0 && first + k != int(x)) nvlink_connection(int(x), first + k, bytes);
+      bytes = 0;
+    }
+  }
+}
+
+void TrafficBuilder::add_nvlink(int src, int dst_local, double bytes) {
+  nvlink_bytes_[size_t(src) * max_gpus_per_host_ + dst_local] += bytes;
+  nvlink_touched_[src] = 1;
 }
 
 void TrafficBuilder::demand(int src, int dst, double bytes) {
-  topo::GpuRef s = fabric_.gpu(src), d = fabric_.gpu(dst);
-  if (s.host != host_) {
-    flush_pxn();
-    flush_host();
-    host_ = s.host;
-    int g = fabric_.profile_of(host_).gpus;
-    nvlink_matrix_.assign(size_t(g) * g, 0.0);
-  }
-  const int g = fabric_.profile_of(s.host).gpus;
+  const GpuInfo& s = gpu_[src];
+  const GpuInfo& d = gpu_[dst];
   if (s.host == d.host) {
     nv_tx[src] += bytes;
     nv_rx[dst] += bytes;
-    nvlink_matrix_[size_t(s.gpu) * g + d.gpu] += bytes;
+    add_nvlink(src, d.local, bytes);
     return;
   }
   net_tx[src] += bytes;
   net_rx[dst] += bytes;
-  int dst_nic = fabric_.nic_of_gpu(d.host, d.gpu);
-  int src_nic = fabric_.nic_of_gpu(s.host, s.gpu);
-  if (options_.routing.pxn && dst_nic >= 0) {
-    int rail = fabric_.profile_of(d.host).nics[dst_nic].rail;
-    int proxy = fabric_.gpu_on_rail(s.host, rail);
-    if (proxy >= 0 && (src_nic < 0 || fabric_.profile_of(s.host).nics[src_nic].rail != rail)) {
-      // PXN: NVLink to the proxy, then the proxy NIC's shared connection to dst.
-      nvlink_matrix_[size_t(s.gpu) * g + proxy] += bytes;
-      int proxy_nic = fabric_.nic_on_rail(s.host, rail);
-      if (proxy_nic != pxn_nic_ || dst != pxn_dst_) {
-        flush_pxn();
-        pxn_nic_ = proxy_nic;
-        pxn_dst_ = dst;
-      }
-      pxn_bytes_ += bytes;
-      return;
-    }
-    if (src_nic >= 0 && fabric_.profile_of(s.host).nics[src_nic].rail == rail) {
-      // Already on the right rail: shares the connection with the PXN senders of this host.
-      if (src_nic != pxn_nic_ || dst != pxn_dst_) {
-        flush_pxn();
-        pxn_nic_ = src_nic;
-        pxn_dst_ = dst;
-      }
-      pxn_bytes_ += bytes;
+  if (options_.routing.pxn && d.nic >= 0) {
+    // PXN: the source host's NIC on the destination's rail carries one shared connection to dst
+    // for every local sender; senders on other rails first cross NVLink to that NIC's GPU.
+    const int profile = fabric_.hosts()[s.host].profile;
+    const int proxy = rail_gpu_[profile][d.rail];
+    if (proxy >= 0) {
+      if (s.rail != d.rail) add_nvlink(src, proxy, bytes);
+      pxn_bytes(s.host, rail_nic_[profile][d.rail], dst, bytes);
       return;
     }
   }
-  if (src_nic < 0 || dst_nic < 0) {
+  if (s.nic < 0 || d.nic < 0) {
     ++unroutable_;
     return;
   }
-  std::uint64_t key = topo::mix64((std::uint64_t(std::uint32_t(src)) << 32 | std::uint32_t(dst)) ^ salt_);
-  network_connection(s.host, src_nic, d.host, dst_nic, bytes, key);
+  std::uint64_t key =
+      topo::mix64((std::uint64_t(std::uint32_t(src)) << 32 | std::uint32_t(dst)) ^ salt_);
+  network_connection(s.host, s.nic, d.host, d.nic, bytes, key);
+}
+
+void TrafficBuilder::host_demand(int src_host, int dst, double bytes) {
+  const GpuInfo& d = gpu_[dst];
+  const int first = fabric_.first_gpu(src_host);
+  const int count = fabric_.profile_of(src_host).gpus;
+  const int profile = fabric_.hosts()[src_host].profile;
+  const int proxy = d.rail >= 0 ? rail_gpu_[profile][d.rail] : -1;
+  if (d.host == src_host || !options_.routing.pxn || d.nic < 0 || proxy < 0) {
+    for (int x = first; x < first + count; ++x)
+      if (x != dst) demand(x, dst, bytes);
+    return;
+  }
+  // PXN fast path: one shared connection from the proxy's NIC, NVLink legs from the others.
+  for (int x = first; x < first + count; ++x) {
+    net_tx[x] += bytes;
+    if (gpu_[x].rail != d.rail) add_nvlink(x, proxy, bytes);
+  }
+  net_rx[dst] += bytes * count;
+  pxn_bytes(src_host, rail_nic_[profile][d.rail], dst, bytes * count);
+}
+
+void TrafficBuilder::pxn_bytes(int host, int nic, int dst, double bytes) {
+  if (host != pxn_host_ || nic != pxn_nic_ || dst != pxn_dst_) {
+    flush_pxn();
+    pxn_host_ = host;
+    pxn_nic_ = nic;
+    pxn_dst_ = dst;
+  }
+  pxn_bytes_ += bytes;
 }
 
 void TrafficBuilder::flush_pxn() {
   if (pxn_dst_ < 0) return;
-  topo::GpuRef d = fabric_.gpu(pxn_dst_);
-  std::uint64_t key = topo::mix64(((std::uint64_t(0x80000000u | std::uint32_t(host_ * 64 + pxn_nic_)))
-                                   << 32 | std::uint32_t(pxn_dst_)) ^ salt_);
-  network_connection(host_, pxn_nic_, d.host, fabric_.nic_of_gpu(d.host, d.gpu), pxn_bytes_, key);
-  pxn_dst_ = -1;
-  pxn_nic_ = -1;
+  std::uint64_t nic_id = 0x80000000u | std::uint32_t(global_nic(pxn_host_, pxn_nic_));
+  std::uint64_t key = topo::mix64((nic_id << 32 | std::uint32_t(pxn_dst_)) ^ salt_);
+  network_connection(pxn_host_, pxn_nic_, gpu_[pxn_dst_].host, gpu_[pxn_dst_].nic, pxn_bytes_, key);
+  pxn_dst_ = pxn_nic_ = pxn_host_ = -1;
   pxn_bytes_ = 0;
-}
-
-void TrafficBuilder::flush_host() {
-  if (host_ < 0) return;
-  int g = fabric_.profile_of(host_).gpus;
-  for (int a = 0; a < g; ++a)
-    for (int b = 0; b < g; ++b) {
-      double bytes = nvlink_matrix_[size_t(a) * g + b];
-      if (bytes > 0 && a != b)
-        nvlink_connection(fabric_.global_gpu(host_, a), fabric_.global_gpu(host_, b), bytes);
-    }
-  host_ = -1;
 }
 
 void TrafficBuilder::nvlink_connection(int src_gpu, int dst_gpu, double bytes) {
@@ -142,10 +164,9 @@ void TrafficBuilder::nvlink_connection(int src_gpu, int dst_gpu, double bytes) {
 void TrafficBuilder::network_connection(int src_host, int src_nic, int dst_host, int dst_nic,
                                         double bytes, std::uint64_t key) {
   ++connection_count_;
-  const auto& snic = fabric_.profile_of(src_host).nics[src_nic];
-  const auto& dnic = fabric_.profile_of(dst_host).nics[dst_nic];
   // NCCL opens QPS_PER_CONNECTION QPs per fused port (vNIC), round-robin over the ports.
-  int qps = std::max(1, options_.qps) * std::min(snic.ports, dnic.ports);
+  int qps = std::max(1, options_.qps) *
+            std::min(router_.nic_ports(src_host, src_nic), router_.nic_ports(dst_host, dst_nic));
   Connection c;
   c.job = job_;
   c.bytes = bytes;
@@ -177,7 +198,7 @@ void TrafficBuilder::add_subflow(std::span<const int> path, double bytes) {
   if (first_pass_) {
     double busiest = 0;
     for (int r : path)
-      if (capacity_[r] > 0) busiest = std::max(busiest, first_pass_->subflows[r] / capacity_[r]);
+      if (capacity_[r] > 0) busiest = std::max(busiest, first_pass_->at[r].subflows / capacity_[r]);
     upper_bound_s_ = std::max(upper_bound_s_, bytes * busiest);
     return;
   }

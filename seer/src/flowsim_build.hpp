@@ -5,27 +5,39 @@
 // destination GPU) for all local senders. Per-resource loads are accumulated as subflows are
 // routed; subflows themselves are kept only in store mode.
 #include <astral/seer/flowsim.hpp>
+
+#include "flowsim_traffic.hpp"
 #include <astral/seer/flowsim_maxmin.hpp>
 #include <astral/topo/fabric_routing.hpp>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace astral::seer::detail {
 
-// Per-resource accumulators: bytes, subflow count and the range of subflow sizes.
-struct ResourceLoads {
-  std::vector<double> bytes;
-  std::vector<std::uint32_t> subflows;
-  std::vector<double> min_subflow, max_subflow;
+// Per-resource accumulators, 16 bytes so that adding a subflow touches one cache line per
+// resource (10^8 subflows at 16K GPUs): bytes, subflow count, and the size all its subflows share
+// (NaN once two differ, i.e. the resource is not uniform).
+struct ResourceLoad {
+  double bytes = 0;
+  std::uint32_t subflows = 0;
+  float subflow_size = 0;
+  bool uniform() const { return subflow_size == subflow_size; }
+};
 
-  explicit ResourceLoads(size_t n)
-      : bytes(n, 0.0), subflows(n, 0), min_subflow(n, 1e300), max_subflow(n, 0.0) {}
+struct ResourceLoads {
+  std::vector<ResourceLoad> at;
+
+  explicit ResourceLoads(size_t n) : at(n) {}
   void add(std::span<const int> path, double subflow_bytes) {
+    const float size = float(subflow_bytes);
     for (int r : path) {
-      bytes[r] += subflow_bytes;
-      subflows[r]++;
-      if (subflow_bytes < min_subflow[r]) min_subflow[r] = subflow_bytes;
-      if (subflow_bytes > max_subflow[r]) max_subflow[r] = subflow_bytes;
+      ResourceLoad& c = at[r];
+      c.bytes += subflow_bytes;
+      if (c.subflows++ == 0)
+        c.subflow_size = size;
+      else if (c.subflow_size != size)
+        c.subflow_size = std::numeric_limits<float>::quiet_NaN();
     }
   }
 };
@@ -38,7 +50,7 @@ struct Connection {
   int src_nic = -1, dst_nic = -1;  // global NIC ids (network connections), for endpoint shares
 };
 
-class TrafficBuilder {
+class TrafficBuilder final : public DemandSink {
  public:
   enum class Pass { kLoads, kUpperBound };
 
@@ -47,7 +59,8 @@ class TrafficBuilder {
 
   // Demands of one job, in the order of for_each_demand.
   void begin_job(int job);
-  void demand(int src_gpu, int dst_gpu, double bytes);
+  void demand(int src_gpu, int dst_gpu, double bytes) override;
+  void host_demand(int src_host, int dst_gpu, double bytes) override;
   void end_job();
 
   // Second streaming pass: with loads from the first, accumulates max over subflows of
@@ -70,8 +83,9 @@ class TrafficBuilder {
   std::vector<double> net_tx, net_rx, nv_tx, nv_rx;
 
  private:
-  void flush_host();
+  void add_nvlink(int src_gpu, int dst_local, double bytes);
   void flush_pxn();
+  void pxn_bytes(int host, int nic, int dst, double bytes);
   void network_connection(int src_host, int src_nic, int dst_host, int dst_nic, double bytes,
                           std::uint64_t key);
   void nvlink_connection(int src_gpu, int dst_gpu, double bytes);
@@ -91,11 +105,20 @@ class TrafficBuilder {
   size_t connection_count_ = 0, subflow_count_ = 0, unroutable_ = 0;
   std::vector<int> nic_base_;
   std::vector<double> nic_gbps_;
+  // Per global GPU: host, local index, NIC and rail (-1 without a NIC); per profile and rail: the
+  // local GPU and NIC on that rail (the PXN proxy). Hot-loop lookups for 10^8 demands.
+  struct GpuInfo {
+    int host, local, nic, rail;
+  };
+  std::vector<GpuInfo> gpu_;
+  std::vector<std::vector<int>> rail_gpu_, rail_nic_;
 
-  // Aggregation state: NVLink bytes of the current source host, the pending PXN connection.
-  int host_ = -1;
-  std::vector<double> nvlink_matrix_;  // [src local][dst local]
-  int pxn_nic_ = -1, pxn_dst_ = -1;
+  // Aggregation: NVLink bytes per (GPU, local destination) until the end of the job; the PXN
+  // connection being filled (consecutive demands to one destination from one NIC).
+  int max_gpus_per_host_ = 1;
+  std::vector<double> nvlink_bytes_;
+  std::vector<char> nvlink_touched_;
+  int pxn_host_ = -1, pxn_nic_ = -1, pxn_dst_ = -1;
   double pxn_bytes_ = 0;
 
   // Upper-bound pass.

@@ -57,13 +57,13 @@ bool same_segment(const topo::Fabric& f, int host, int gpu) {
 }
 
 // Sorts demands into the emission order and replays them.
-void replay(const topo::Fabric& f, std::vector<Demand>& demands, const DemandFn& emit) {
+void replay(const topo::Fabric& f, std::vector<Demand>& demands, DemandSink& sink) {
   for (Demand& d : demands) d.src_host = f.gpu(d.src).host;
   std::sort(demands.begin(), demands.end(), [](const Demand& a, const Demand& b) {
     return std::tie(a.src_host, a.dst, a.src) < std::tie(b.src_host, b.dst, b.src);
   });
   for (const Demand& d : demands)
-    if (d.bytes > 0 && d.src != d.dst) emit(d.src, d.dst, d.bytes);
+    if (d.bytes > 0 && d.src != d.dst) sink.demand(d.src, d.dst, d.bytes);
 }
 
 // Intra-host NVLink hops of a collective: each GPU passes `bytes` to the next GPU of its host.
@@ -99,20 +99,22 @@ std::vector<Job> place_jobs(const topo::Fabric& f, int jobs, double fill, Placem
 }
 
 void for_each_demand(const topo::Fabric& f, const Job& job, const FlowSimOptions& o,
-                     std::mt19937_64& rng, const DemandFn& emit) {
+                     std::mt19937_64& rng, DemandSink& sink) {
   const int n = int(job.gpus.size());
   const int m = int(job.hosts.size());
   if (n < 2) return;
   switch (o.pattern) {
     case TrafficPattern::kAllToAll: {
       double pair = o.bytes / n;
-      for (int h : job.hosts) {
-        int first = f.first_gpu(h), count = f.profile_of(h).gpus;
-        for (int dst : job.gpus) {
-          if (o.cross_segment_only && same_segment(f, h, dst)) continue;
-          for (int src = first; src < first + count; ++src)
-            if (src != dst) emit(src, dst, pair);
-        }
+      // Blocks of source hosts against every destination: the blocks' uplinks and each
+      // destination's downlinks stay in cache (this loop runs 10^8 times at 16K GPUs).
+      constexpr size_t kBlock = 64;
+      for (size_t b = 0; b < job.hosts.size(); b += kBlock) {
+        size_t end = std::min(job.hosts.size(), b + kBlock);
+        for (int dst : job.gpus)
+          for (size_t i = b; i < end; ++i)
+            if (!o.cross_segment_only || !same_segment(f, job.hosts[i], dst))
+              sink.host_demand(job.hosts[i], dst, pair);
       }
       return;
     }
@@ -133,7 +135,7 @@ void for_each_demand(const topo::Fabric& f, const Job& job, const FlowSimOptions
         for (int dst : job.gpus) {
           if (o.cross_segment_only && same_segment(f, h, dst)) continue;
           for (int src = first; src < first + count; ++src)
-            if (src != dst) emit(src, dst, o.bytes * weight[dst] / (total - weight[src]));
+            if (src != dst) sink.demand(src, dst, o.bytes * weight[dst] / (total - weight[src]));
         }
       }
       return;
@@ -147,7 +149,7 @@ void for_each_demand(const topo::Fabric& f, const Job& job, const FlowSimOptions
         int g = std::min(f.profile_of(a).gpus, f.profile_of(b).gpus);
         for (int k = 0; k < g; ++k) demands.push_back({0, f.global_gpu(b, k), f.global_gpu(a, k), o.bytes});
       }
-      replay(f, demands, emit);
+      replay(f, demands, sink);
       return;
     }
     case TrafficPattern::kRingAllReduce: {
@@ -163,7 +165,7 @@ void for_each_demand(const topo::Fabric& f, const Job& job, const FlowSimOptions
         }
       int g = f.profile_of(job.hosts[0]).gpus;
       nvlink_chain(f, job, m > 1 ? per_gpu * (g - 1) / g : per_gpu, demands);
-      replay(f, demands, emit);
+      replay(f, demands, sink);
       return;
     }
     case TrafficPattern::kTreeAllReduce: {
@@ -183,7 +185,7 @@ void for_each_demand(const topo::Fabric& f, const Job& job, const FlowSimOptions
           }
         }
       nvlink_chain(f, job, o.bytes, demands);
-      replay(f, demands, emit);
+      replay(f, demands, sink);
       return;
     }
   }

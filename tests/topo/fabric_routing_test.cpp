@@ -45,7 +45,8 @@ TEST_CASE("same-rail Tier-2: same-rail peers in other segments have one ECMP cho
     CHECK(f.switches()[p.switches[1]].rail == 0);
     CHECK(f.switches()[p.switches[2]].name == "r0-01");
   }
-  CHECK(r.describe(paths[0]) == "node0001:mlx5_0:1 -> r0-00 -> s0-00 -> r0-01 -> node0065:mlx5_0:1");
+  CHECK(r.describe(paths[0]) ==
+        "node0001:mlx5_0:1 -> r0-00 p65 -> s0-00 p2 -> r0-01 p1 -> node0065:mlx5_0:1");
   // Same leaf: no spine at all.
   auto local = r.candidates(0, 8, 10, &total);
   CHECK(total == 1);

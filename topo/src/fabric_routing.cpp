@@ -64,17 +64,23 @@ Router::Router(const Fabric& fabric) : fabric_(fabric), switch_count_(int(fabric
 
 void Router::build_ports() {
   const auto& profiles = fabric_.profiles();
-  nic_port_offset_.resize(profiles.size());
   std::vector<int> ports_per_profile(profiles.size(), 0);
   for (size_t p = 0; p < profiles.size(); ++p) {
+    nic_offset_base_.push_back(int(nic_port_offset_.size()));
     for (const NicModel& nic : profiles[p].nics) {
-      nic_port_offset_[p].push_back(ports_per_profile[p]);
+      nic_port_offset_.push_back(ports_per_profile[p]);
+      nic_ports_.push_back(nic.ports);
       ports_per_profile[p] += nic.ports;
     }
   }
   host_port_base_.resize(fabric_.hosts().size());
+  host_profile_.resize(fabric_.hosts().size());
+  link_up_.resize(fabric_.links().size());
+  for (size_t i = 0; i < fabric_.links().size(); ++i)
+    link_up_[i] = fabric_.links()[i].state == LinkState::kUp;
   int total = 0;
   for (size_t h = 0; h < fabric_.hosts().size(); ++h) {
+    host_profile_[h] = fabric_.hosts()[h].profile;
     host_port_base_[h] = total;
     total += ports_per_profile[fabric_.hosts()[h].profile];
   }
@@ -86,7 +92,8 @@ void Router::build_ports() {
     if (!l.a.is_host()) continue;
     const Endpoint& e = l.a;
     port_link_[host_port_base_[e.host] +
-               nic_port_offset_[fabric_.hosts()[e.host].profile][e.nic] + e.port - 1] = int(i);
+               nic_port_offset_[nic_offset_base_[fabric_.hosts()[e.host].profile] + e.nic] + e.port -
+               1] = int(i);
     by_leaf[l.b.sw].push_back({{l.b.port, l.b.lane}, int(i)});
   }
   leaf_index_.assign(switch_count_, -1);
@@ -98,6 +105,9 @@ void Router::build_ports() {
     std::sort(ports.begin(), ports.end());
     for (size_t k = 0; k < ports.size(); ++k) port_ordinal_[ports[k].second] = int(k);
   }
+  link_leaf_index_.assign(fabric_.links().size(), -1);
+  for (size_t i = 0; i < fabric_.links().size(); ++i)
+    if (fabric_.links()[i].a.is_host()) link_leaf_index_[i] = leaf_index_[fabric_.links()[i].b.sw];
 }
 
 void Router::build_tables() {
@@ -148,15 +158,9 @@ void Router::build_tables() {
         hops_.insert(hops_.end(), members.begin(), members.end());
         group_offset_.push_back(int(hops_.size()));
       }
-      group_of_[size_t(s) * leaves + t] = it->second;
+      group_of_[t * switch_count_ + s] = it->second;
     }
   }
-}
-
-std::span<const NextHop> Router::next_hops(int sw, int leaf) const {
-  int g = group_of_[size_t(sw) * leaves_.size() + leaf];
-  if (g < 0) return {};
-  return {hops_.data() + group_offset_[g], size_t(group_offset_[g + 1] - group_offset_[g])};
 }
 
 double Router::resource_gbps(int resource) const {
@@ -272,8 +276,15 @@ std::string Router::describe(const PathCandidate& c) const {
     GpuRef via = fabric_.gpu(c.via_gpu);
     out = fmt::format("NVLink to GPU{} (PXN), ", via.gpu);
   }
+  // Each switch with the port it leaves by: the port whose counters show this path's traffic.
   out += fabric_.endpoint_label(fabric_.links()[c.src_link].a);
-  for (int sw : c.switches) out += " -> " + fabric_.switches()[sw].name;
+  for (size_t k = 0; k < c.switches.size(); ++k) {
+    int sw = c.switches[k];
+    int out_link = k < c.switch_links.size() ? c.switch_links[k] : c.dst_link;
+    const Link& l = fabric_.links()[out_link];
+    const Endpoint& egress = l.a.sw == sw && !l.a.is_host() ? l.a : l.b;
+    out += fmt::format(" -> {} p{}", fabric_.switches()[sw].name, Fabric::port_label(egress.port, egress.lane));
+  }
   out += " -> " + fabric_.endpoint_label(fabric_.links()[c.dst_link].a);
   return out;
 }
@@ -295,8 +306,8 @@ bool PathSelector::route_links(int src_link, int dst_link, std::uint64_t flow_ke
                                std::vector<int>& out) const {
   size_t mark = out.size();
   int sw = router_.leaf_of_link(src_link);
-  int dst_leaf_sw = router_.leaf_of_link(dst_link);
-  int leaf = router_.leaf_index(dst_leaf_sw);
+  int leaf = router_.leaf_index_of_link(dst_link);
+  int dst_leaf_sw = router_.leaf_switch(leaf);
   out.push_back(Router::link_resource(src_link, true));
   int ordinal = router_.port_ordinal(dst_link);
   for (int stage = 0; sw != dst_leaf_sw; ++stage) {
@@ -321,13 +332,10 @@ bool PathSelector::route_links(int src_link, int dst_link, std::uint64_t flow_ke
 
 bool PathSelector::route_nics(int src_host, int src_nic, int dst_host, int dst_nic, int qp,
                               std::uint64_t connection_key, std::vector<int>& out) const {
-  const Fabric& f = router_.fabric();
-  int src_ports = f.profile_of(src_host).nics[src_nic].ports;
-  int dst_ports = f.profile_of(dst_host).nics[dst_nic].ports;
-  int ports = std::min(src_ports, dst_ports);
+  int ports = std::min(router_.nic_ports(src_host, src_nic), router_.nic_ports(dst_host, dst_nic));
   std::uint64_t key = mix64(connection_key + 0x9e3779b97f4a7c15ULL * std::uint64_t(qp + 1));
-  for (int attempt = 0; attempt < ports; ++attempt) {
-    int port = (qp + attempt) % ports + 1;
+  int port = ports == 1 ? 1 : qp % ports + 1;
+  for (int attempt = 0; attempt < ports; ++attempt, port = port % ports + 1) {
     int sl = router_.port_link(src_host, src_nic, port);
     int dl = router_.port_link(dst_host, dst_nic, port);
     if (sl < 0 || dl < 0 || !router_.link_up(sl) || !router_.link_up(dl)) continue;

@@ -20,6 +20,7 @@
 #include <astral/topo/fabric_routing.hpp>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -98,7 +99,8 @@ struct FlowSimResult {
   // slowest QP's rate.
   std::optional<double> goodput_adaptive, goodput_equal_split;
   std::vector<LoadDistribution> loads;       // first trial
-  std::vector<double> network_load_factors;  // first trial, every network link direction
+  // First trial: the load factor of every resource by link class (for plots; not in to_json).
+  std::map<std::string, std::vector<double>> load_factors;
   std::vector<JobOutcome> job_outcomes;      // first trial
   std::vector<std::string> notes;
   int events = 0;

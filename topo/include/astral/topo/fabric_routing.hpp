@@ -72,19 +72,30 @@ class Router {
 
   // Host ports.
   int port_link(int host, int nic, int port) const {
-    return port_link_[host_port_base_[host] + nic_port_offset_[fabric_.hosts()[host].profile][nic] +
+    return port_link_[host_port_base_[host] + nic_port_offset_[nic_offset_base_[host_profile_[host]] + nic] +
                       port - 1];
   }
-  bool link_up(int link) const { return fabric_.links()[link].state == LinkState::kUp; }
+  int nic_ports(int host, int nic) const {
+    return nic_ports_[nic_offset_base_[host_profile_[host]] + nic];
+  }
+  // Link states as they were when the Router was built.
+  bool link_up(int link) const { return link_up_[link] != 0; }
   int leaf_of_link(int host_link) const { return fabric_.links()[host_link].b.sw; }
+  // Leaf index of the leaf a host link attaches to.
+  int leaf_index_of_link(int host_link) const { return link_leaf_index_[host_link]; }
   // Position of a host link among its leaf's host ports; destination-based pinning uses it.
   int port_ordinal(int host_link) const { return port_ordinal_[host_link]; }
 
   // ECMP.
   int leaf_count() const { return int(leaves_.size()); }
   int leaf_index(int sw) const { return leaf_index_[sw]; }  // -1 when not a leaf
+  int leaf_switch(int leaf) const { return leaves_[leaf]; }
   // Next hops from `sw` toward leaf index `leaf`; empty when unreachable or sw is that leaf.
-  std::span<const NextHop> next_hops(int sw, int leaf) const;
+  std::span<const NextHop> next_hops(int sw, int leaf) const {
+    int g = group_of_[size_t(leaf) * switch_count_ + sw];
+    if (g < 0) return {};
+    return {hops_.data() + group_offset_[g], size_t(group_offset_[g + 1] - group_offset_[g])};
+  }
   bool reachable(int sw, int leaf) const { return dist(leaf, sw) != kUnreachable; }
   int hops(int sw, int leaf) const { return dist(leaf, sw); }
 
@@ -106,13 +117,18 @@ class Router {
   const Fabric& fabric_;
   int switch_count_ = 0;
   std::vector<int> host_port_base_;
-  std::vector<std::vector<int>> nic_port_offset_;  // per profile, per NIC
+  std::vector<int> host_profile_;
+  std::vector<char> link_up_;
+  std::vector<int> link_leaf_index_;  // per host link; -1 for switch links
+  std::vector<int> nic_offset_base_;  // per profile: its first entry in nic_port_offset_
+  std::vector<int> nic_port_offset_;  // per profile and NIC: first port's offset within the host
+  std::vector<int> nic_ports_;        // per profile and NIC: its port count
   std::vector<int> port_link_;                     // -1 when not cabled
   std::vector<int> port_ordinal_;                  // per link; -1 for switch links
   std::vector<int> leaves_;                        // switch index per leaf index
   std::vector<int> leaf_index_;                    // per switch
   std::vector<std::uint8_t> dist_;                 // [leaf][switch] switch hops, kUnreachable
-  std::vector<int> group_of_;                      // [switch][leaf] -> group, -1 none
+  std::vector<int> group_of_;  // [leaf][switch] -> group, -1 none (leaf-major: flows to one leaf come in runs)
   std::vector<int> group_offset_;                  // CSR into hops_
   std::vector<NextHop> hops_;
 };
