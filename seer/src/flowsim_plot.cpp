@@ -9,8 +9,8 @@
 namespace astral::seer {
 namespace {
 
-constexpr int kWidth = 760, kHeight = 440;
-constexpr int kLeft = 70, kRight = 200, kTop = 50, kBottom = 60;
+constexpr int kWidth = 840, kHeight = 440;
+constexpr int kLeft = 70, kRight = 250, kTop = 50, kBottom = 60;
 const char* const kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
                                 "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 

@@ -143,29 +143,42 @@ TEST_CASE("pinning picks the uplink by the destination's port, whatever the sour
   CHECK(uplinks.size() == 32);  // disjoint
 }
 
-TEST_CASE("polarisation: with one common seed the second stage repeats the first stage's choice") {
+TEST_CASE("polarisation: correlated flows repeat the previous stage's choice") {
   // A 3-tier fat tree of one-GPU hosts on 8-port switches: 4 uplinks per leaf and per aggregation.
   Fabric f = make(FabricKind::kFatTree, 64, 8, false, 1, 3);
   Router r(f);
-  auto distinct_core_uplinks = [&](double polarisation) {
+  // For flows leaving by one leaf uplink: how concentrated their aggregation uplinks are
+  // (largest share of one member), and how many members they use.
+  auto concentration = [&](double polarisation, size_t& most_members) {
     RoutingPolicy policy;
     policy.polarisation = polarisation;
     PathSelector sel(r, policy);
-    std::map<int, std::set<int>> by_agg_uplink;  // leaf uplink -> agg uplinks used after it
+    std::map<int, std::map<int, int>> by_leaf_uplink;
     std::vector<int> path;
     for (int dst = 16; dst < 64; ++dst)
       for (int qp = 0; qp < 16; ++qp) {
         path.clear();
         REQUIRE(sel.route_nics(0, 0, dst, 0, qp, std::uint64_t(dst), path));
         REQUIRE(path.size() == 6);
-        by_agg_uplink[path[1]].insert(path[2]);
+        by_leaf_uplink[path[1]][path[2]]++;
       }
-    size_t most = 0;
-    for (const auto& [leaf_up, agg_ups] : by_agg_uplink) most = std::max(most, agg_ups.size());
-    return most;
+    double share = 0;
+    most_members = 0;
+    for (const auto& [leaf_up, agg_ups] : by_leaf_uplink) {
+      int total = 0, top = 0;
+      for (const auto& [agg_up, n] : agg_ups) total += n, top = std::max(top, n);
+      share = std::max(share, double(top) / total);
+      most_members = std::max(most_members, agg_ups.size());
+    }
+    return share;
   };
-  CHECK(distinct_core_uplinks(1.0) == 1);
-  CHECK(distinct_core_uplinks(0.0) == 4);
+  size_t members = 0;
+  CHECK(concentration(1.0, members) == 1.0);  // the degenerate bound: one member
+  CHECK(members == 1);
+  CHECK(concentration(0.25, members) > 0.37);  // about 0.25 + 0.75 / 4
+  CHECK(members == 4);
+  CHECK(concentration(0.0, members) < 0.34);  // about 1 / 4
+  CHECK(members == 4);
 }
 
 TEST_CASE("routes avoid links that are down; a dual-ToR NIC fails over to its other port") {

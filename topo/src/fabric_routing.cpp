@@ -293,13 +293,9 @@ PathSelector::PathSelector(const Router& router, const RoutingPolicy& policy)
     : router_(router), policy_(policy) {
   size_t n = router.fabric().switches().size();
   seeds_.resize(n);
-  std::uint64_t common = mix64(policy.seed ^ 0x5bd1e995ULL);
-  auto threshold = std::uint64_t(std::clamp(policy.polarisation, 0.0, 1.0) * 18446744073709551615.0);
-  for (size_t s = 0; s < n; ++s) {
-    std::uint64_t own = mix64(policy.seed * 0x9e3779b97f4a7c15ULL + s + 1);
-    bool shares = policy.polarisation >= 1.0 || mix64(own ^ 0xa5a5a5a5ULL) < threshold;
-    seeds_[s] = shares ? common : own;
-  }
+  for (size_t s = 0; s < n; ++s) seeds_[s] = mix64(policy.seed * 0x9e3779b97f4a7c15ULL + s + 1);
+  double p = std::clamp(policy.polarisation, 0.0, 1.0);
+  repeat_threshold_ = p >= 1.0 ? ~std::uint64_t{0} : std::uint64_t(p * 18446744073709551615.0);
 }
 
 bool PathSelector::route_links(int src_link, int dst_link, std::uint64_t flow_key,
@@ -310,6 +306,7 @@ bool PathSelector::route_links(int src_link, int dst_link, std::uint64_t flow_ke
   int dst_leaf_sw = router_.leaf_switch(leaf);
   out.push_back(Router::link_resource(src_link, true));
   int ordinal = router_.port_ordinal(dst_link);
+  std::uint64_t hash = 0;
   for (int stage = 0; sw != dst_leaf_sw; ++stage) {
     auto group = router_.next_hops(sw, leaf);
     if (group.empty()) {
@@ -318,10 +315,17 @@ bool PathSelector::route_links(int src_link, int dst_link, std::uint64_t flow_ke
     }
     size_t index = 0;
     if (group.size() > 1) {
-      if (policy_.choice == PathChoice::kPinned)
+      if (policy_.choice == PathChoice::kPinned) {
         index = size_t(ordinal + stage * (leaf + 1)) % group.size();
-      else
-        index = size_t(pick(mix64(flow_key ^ switch_seed(sw)), group.size()));
+      } else {
+        // Polarisation: some flows' hash at this stage repeats the previous stage's (correlated
+        // hash functions), so they take the same member index again.
+        bool repeat = stage > 0 && repeat_threshold_ != 0 &&
+                      (repeat_threshold_ == ~std::uint64_t{0} ||
+                       mix64(flow_key ^ (0xc2b2ae3d27d4eb4fULL * std::uint64_t(stage))) < repeat_threshold_);
+        if (!repeat) hash = mix64(flow_key ^ switch_seed(sw));
+        index = size_t(pick(hash, group.size()));
+      }
     }
     out.push_back(group[index].resource);
     sw = group[index].next_switch;

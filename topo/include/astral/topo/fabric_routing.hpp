@@ -25,8 +25,11 @@ struct RoutingPolicy {
   // then stay on that rail (NCCL PXN, the default on rail-optimised hosts).
   bool pxn = false;
   std::uint64_t seed = 1;  // ECMP hash seed; each switch derives its own from it
-  // Fraction of switches that use one common hash seed instead of their own. With a common seed
-  // the choices of successive stages are correlated (ECMP polarisation); 1 is the degenerate bound.
+  // ECMP polarisation: the fraction of flows whose hash at a stage repeats the previous stage's
+  // (correlated hash functions across tiers), so they take the same member index again. The busiest
+  // link of a later stage then carries about 1 + (group size - 1) x P times its share: HPN's
+  // measured 3x port skew is P ~ 0.03 with 64-way groups; P = 1 is the degenerate bound where a
+  // stage collapses onto one member.
   double polarisation = 0.0;
 };
 
@@ -156,6 +159,7 @@ class PathSelector {
   const Router& router_;
   RoutingPolicy policy_;
   std::vector<std::uint64_t> seeds_;
+  std::uint64_t repeat_threshold_ = 0;  // polarisation as a fraction of 2^64
 };
 
 // 64-bit mixer (splitmix64 finaliser) used for ECMP hashes and flow keys.
