@@ -1,0 +1,139 @@
+// Generators and `fabric show` arithmetic: switch and link counts, tiers, oversubscription,
+// bisection, optics and the size limits of each design.
+#include <astral/topo/fabric_generate.hpp>
+#include <astral/topo/fabric_summary.hpp>
+#include <catch2/catch.hpp>
+
+using namespace astral::topo;
+
+namespace {
+
+GenerateOptions options(FabricKind kind, int gpus, int radix = 128) {
+  GenerateOptions o;
+  o.kind = kind;
+  o.gpus = gpus;
+  o.radix = radix;
+  return o;
+}
+
+const TierSummary& tier(const FabricSummary& s, int t) { return s.tiers.at(t - 1); }
+
+}  // namespace
+
+TEST_CASE("two-tier fat tree: leaves per rail and segment, spines shared by all rails") {
+  Fabric f = generate_fabric(options(FabricKind::kFatTree, 1024, 64));
+  FabricSummary s = summarize(f);
+  REQUIRE(s.tiers.size() == 2);
+  // 32 hosts per 64-port leaf (32 down, 32 up) -> 4 segments x 8 rails = 32 leaves.
+  CHECK(tier(s, 1).switches == 32);
+  CHECK(tier(s, 2).switches == 32);
+  CHECK(tier(s, 2).ports_used == 32 * 32);
+  CHECK(tier(s, 1).oversubscription == Approx(1.0));
+  CHECK(s.bisection_gbps == Approx(1024 * 400 / 2.0));
+  CHECK(s.bisection_per_gpu_gbps == Approx(400));
+  // 1024 host links + 1024 leaf-spine links, a transceiver at each end of each.
+  CHECK(s.optics == 4096);
+  CHECK(s.cross_rail_network);
+  CHECK(f.find_switch("sp-31"));
+  CHECK(f.switches()[*f.find_switch("sp-31")].rail == kAnyRail);
+}
+
+TEST_CASE("fat tree grows a third tier when a spine cannot reach every leaf") {
+  auto o = options(FabricKind::kFatTree, 4096, 128);
+  CHECK(summarize(generate_fabric(o)).tiers.size() == 2);  // 8 rails x 8 segments = 64 <= 128
+  o.gpus = 16384;
+  Fabric f = generate_fabric(o);
+  FabricSummary s = summarize(f);
+  REQUIRE(s.tiers.size() == 3);
+  // Pods of 8 segments (64 down ports / 8 rails) x 64 hosts x 8 GPUs = 4096 GPUs; 4 pods.
+  CHECK(f.hosts().back().pod == 3);
+  CHECK(tier(s, 2).switches == 4 * 64);
+  CHECK(tier(s, 2).oversubscription == Approx(1.0));
+  CHECK(s.bisection_per_gpu_gbps == Approx(400));
+  o.tiers = 2;
+  CHECK_THROWS_WITH(generate_fabric(o), Catch::Contains("--tiers 3"));
+}
+
+TEST_CASE("same-rail Tier-2: spines join one rail; the core joins rails") {
+  Fabric f = generate_fabric(options(FabricKind::kSameRailT2, 4096, 128));
+  FabricSummary s = summarize(f);
+  REQUIRE(s.tiers.size() == 3);
+  auto spine = f.find_switch("s5-63");
+  REQUIRE(spine);
+  CHECK(f.switches()[*spine].rail == 5);
+  // Every leaf a same-rail spine touches serves the spine's rail.
+  for (int link : f.switch_links(*spine)) {
+    const Link& l = f.links()[link];
+    if (l.a.sw != *spine) CHECK(f.switches()[l.a.sw].rail == 5);
+  }
+  CHECK(s.cross_rail_network);
+  CHECK(s.bisection_per_gpu_gbps == Approx(400));
+}
+
+TEST_CASE("rail-only has no path between rails in the network") {
+  Fabric f = generate_fabric(options(FabricKind::kRailOnly, 2048, 64));
+  FabricSummary s = summarize(f);
+  CHECK_FALSE(s.cross_rail_network);
+  CHECK(s.tiers.size() == 2);
+  CHECK(format_summary(s).find("NVLink (PXN)") != std::string::npos);
+}
+
+TEST_CASE("oversubscription lands on the top tier boundary of each design") {
+  // Full switches so that the ratio is exact: 48 segments of 32 one-GPU hosts fill a 64-port
+  // spine split 48 down / 16 up.
+  auto o = options(FabricKind::kSameRailT2, 48 * 32, 64);
+  o.gpus_per_host = 1;
+  o.oversubscription = 3;
+  FabricSummary s = summarize(generate_fabric(o));
+  CHECK(tier(s, 1).oversubscription == Approx(1.0));
+  CHECK(tier(s, 2).oversubscription == Approx(3.0));
+  // A cut between rails crosses the oversubscribed core.
+  CHECK(s.bisection_per_gpu_gbps == Approx(400.0 / 3));
+  // 2-tier fat tree: 64-port leaves split 42 down / 21 up; 8 full segments of 42 hosts.
+  o = options(FabricKind::kFatTree, 8 * 42 * 8, 64);
+  o.oversubscription = 2;
+  s = summarize(generate_fabric(o));
+  REQUIRE(s.tiers.size() == 2);
+  CHECK(tier(s, 1).oversubscription == Approx(2.0));
+  CHECK(s.bisection_per_gpu_gbps == Approx(200));
+}
+
+TEST_CASE("bundling builds fewer spines with parallel links and the same capacity") {
+  auto o = options(FabricKind::kSameRailT2, 1024, 128);
+  FabricSummary spread = summarize(generate_fabric(o));
+  o.bundle = true;
+  FabricSummary bundled = summarize(generate_fabric(o));
+  CHECK(tier(bundled, 2).switches < tier(spread, 2).switches);
+  CHECK(tier(bundled, 2).down_gbps == Approx(tier(spread, 2).down_gbps));
+  CHECK(bundled.bisection_gbps == Approx(spread.bisection_gbps));
+}
+
+TEST_CASE("each design states its size limit and refuses beyond it") {
+  auto o = options(FabricKind::kSameRailT2, 8, 128);
+  CHECK(max_gpus(o) == 32768);  // 64 segments x 64 hosts x 8 GPUs
+  o.dual_plane = true;
+  CHECK(max_gpus(o) == 65536);  // HPN-style 128 x 200G hosts per leaf: Astral's 64K pod
+  o.dual_plane = false;
+  o.radix = 64;
+  CHECK(max_gpus(o) == 8192);
+  o.gpus = 16384;
+  CHECK_THROWS_WITH(generate_fabric(o), Catch::Contains("at most 8192 GPUs"));
+  o = options(FabricKind::kRailOnly, 8, 64);
+  CHECK(max_gpus(o) == 64 * 32 * 8);
+}
+
+TEST_CASE("generator options that cannot be built are rejected") {
+  auto o = options(FabricKind::kFatTree, 1001);
+  CHECK_THROWS_WITH(generate_fabric(o), Catch::Contains("multiple of --gpus-per-host"));
+  o.gpus = 1024;
+  o.radix = 2;
+  CHECK_THROWS_WITH(generate_fabric(o), Catch::Contains("impossible radix"));
+  o.radix = 64;
+  o.nic_gbps = 300;
+  CHECK_THROWS_WITH(generate_fabric(o), Catch::Contains("breakout"));
+  o.nic_gbps = 400;
+  o.oversubscription = 0.5;
+  CHECK_THROWS(generate_fabric(o));
+  CHECK_FALSE(parse_fabric_kind("torus"));
+  CHECK(parse_fabric_kind("rail-only") == FabricKind::kRailOnly);
+}

@@ -1,0 +1,175 @@
+#pragma once
+// Paths through a fabric: ECMP groups per switch and destination leaf (shortest paths over links
+// that are up), the candidate paths between two GPUs (direct, or via the NVLink hop to the
+// same-rail GPU that NCCL's PXN uses), and how one QP picks its path: a hash of its 5-tuple with
+// per-switch seeds (ECMP), or a deterministic choice by destination (path pinning).
+//
+// The flow simulator sees the fabric as resources: each direction of each link, plus each GPU's
+// NVLink egress and ingress into the NVSwitch domain.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "astral/topo/fabric.hpp"
+
+namespace astral::topo {
+
+enum class PathChoice { kEcmp, kPinned };
+
+struct RoutingPolicy {
+  PathChoice choice = PathChoice::kEcmp;
+  // Forward cross-rail traffic over NVLink to the source host's GPU on the destination's rail,
+  // then stay on that rail (NCCL PXN, the default on rail-optimised hosts).
+  bool pxn = false;
+  std::uint64_t seed = 1;  // ECMP hash seed; each switch derives its own from it
+  // ECMP polarisation: the fraction of flows whose hash at a stage repeats the previous stage's
+  // (correlated hash functions across tiers), so they take the same member index again. The busiest
+  // link of a later stage then carries about 1 + (group size - 1) x P times its share: HPN's
+  // measured 3x port skew is P ~ 0.03 with 64-way groups; P = 1 is the degenerate bound where a
+  // stage collapses onto one member.
+  double polarisation = 0.0;
+};
+
+// "ecmp" | "pinned" | "same-rail" (PXN + ECMP) | "same-rail-pinned" (PXN + pinning).
+std::optional<RoutingPolicy> parse_routing(std::string_view text);
+std::string routing_name(const RoutingPolicy& policy);
+
+// One next hop of an ECMP group.
+struct NextHop {
+  int resource = -1;  // the link direction taken
+  int next_switch = -1;
+};
+
+// A path between two GPUs, for inspection (`astral fabric paths`, the monitor).
+struct PathCandidate {
+  bool pxn = false;     // first an NVLink hop to via_gpu
+  int via_gpu = -1;     // global GPU index of the PXN proxy, or -1
+  bool nvlink_only = false;  // both GPUs on one host
+  int src_link = -1;    // host link leaving the source NIC port
+  int dst_link = -1;    // host link into the destination NIC port
+  std::vector<int> switch_links;  // switch-to-switch links in order
+  std::vector<int> switches;      // switches visited, leaf to leaf
+};
+
+class Router {
+ public:
+  // Builds the ECMP tables from the fabric's current link states (a down link carries nothing and
+  // is left out of every group, as after routing converges).
+  explicit Router(const Fabric& fabric);
+
+  const Fabric& fabric() const { return fabric_; }
+
+  // Resources.
+  int resource_count() const { return 2 * int(fabric_.links().size()) + 2 * fabric_.gpu_count(); }
+  static int link_resource(int link, bool upward) { return 2 * link + (upward ? 0 : 1); }
+  int nvlink_out(int gpu) const { return 2 * int(fabric_.links().size()) + 2 * gpu; }
+  int nvlink_in(int gpu) const { return nvlink_out(gpu) + 1; }
+  bool is_nvlink(int resource) const { return resource >= 2 * int(fabric_.links().size()); }
+  static int link_of_resource(int resource) { return resource / 2; }
+  static bool resource_is_upward(int resource) { return resource % 2 == 0; }
+  double resource_gbps(int resource) const;  // 0 for a link that is down
+  std::string resource_label(int resource) const;  // "r3-07:65 -> s3-00:8", "GPU 17 NVLink out"
+
+  // Host ports.
+  int port_link(int host, int nic, int port) const {
+    return port_link_[host_port_base_[host] + nic_port_offset_[nic_offset_base_[host_profile_[host]] + nic] +
+                      port - 1];
+  }
+  int nic_ports(int host, int nic) const {
+    return nic_ports_[nic_offset_base_[host_profile_[host]] + nic];
+  }
+  // Link states as they were when the Router was built.
+  bool link_up(int link) const { return link_up_[link] != 0; }
+  int leaf_of_link(int host_link) const { return fabric_.links()[host_link].b.sw; }
+  // Leaf index of the leaf a host link attaches to.
+  int leaf_index_of_link(int host_link) const { return link_leaf_index_[host_link]; }
+  // Position of a host link among its leaf's host ports; destination-based pinning uses it.
+  int port_ordinal(int host_link) const { return port_ordinal_[host_link]; }
+
+  // ECMP.
+  int leaf_count() const { return int(leaves_.size()); }
+  int leaf_index(int sw) const { return leaf_index_[sw]; }  // -1 when not a leaf
+  int leaf_switch(int leaf) const { return leaves_[leaf]; }
+  // Next hops from `sw` toward leaf index `leaf`; empty when unreachable or sw is that leaf.
+  std::span<const NextHop> next_hops(int sw, int leaf) const {
+    int g = group_of_[size_t(leaf) * switch_count_ + sw];
+    if (g < 0) return {};
+    return {hops_.data() + group_offset_[g], size_t(group_offset_[g + 1] - group_offset_[g])};
+  }
+  bool reachable(int sw, int leaf) const { return dist(leaf, sw) != kUnreachable; }
+  int hops(int sw, int leaf) const { return dist(leaf, sw); }
+
+  // Every shortest path between two GPUs on every plane, direct and through PXN, up to `limit`
+  // per kind; total_paths receives the full count (ECMP width).
+  std::vector<PathCandidate> candidates(int src_gpu, int dst_gpu, size_t limit,
+                                        long* total_paths = nullptr) const;
+  std::string describe(const PathCandidate& path) const;
+
+ private:
+  static constexpr std::uint8_t kUnreachable = 255;
+  std::uint8_t dist(int leaf, int sw) const { return dist_[size_t(leaf) * switch_count_ + sw]; }
+  void build_ports();
+  void build_tables();
+  void enumerate(int sw, int leaf, std::vector<int>& links, std::vector<int>& sws,
+                 std::vector<std::pair<std::vector<int>, std::vector<int>>>& out, size_t limit) const;
+  long count_paths(int sw, int leaf) const;
+
+  const Fabric& fabric_;
+  int switch_count_ = 0;
+  std::vector<int> host_port_base_;
+  std::vector<int> host_profile_;
+  std::vector<char> link_up_;
+  std::vector<int> link_leaf_index_;  // per host link; -1 for switch links
+  std::vector<int> nic_offset_base_;  // per profile: its first entry in nic_port_offset_
+  std::vector<int> nic_port_offset_;  // per profile and NIC: first port's offset within the host
+  std::vector<int> nic_ports_;        // per profile and NIC: its port count
+  std::vector<int> port_link_;                     // -1 when not cabled
+  std::vector<int> port_ordinal_;                  // per link; -1 for switch links
+  std::vector<int> leaves_;                        // switch index per leaf index
+  std::vector<int> leaf_index_;                    // per switch
+  std::vector<std::uint8_t> dist_;                 // [leaf][switch] switch hops, kUnreachable
+  std::vector<int> group_of_;  // [leaf][switch] -> group, -1 none (leaf-major: flows to one leaf come in runs)
+  std::vector<int> group_offset_;                  // CSR into hops_
+  std::vector<NextHop> hops_;
+};
+
+// A Router bound to one routing policy: picks the path of each QP. Cheap to make; copyable.
+class PathSelector {
+ public:
+  PathSelector(const Router& router, const RoutingPolicy& policy);
+
+  const RoutingPolicy& policy() const { return policy_; }
+
+  // Appends the resources of QP `qp` of a connection between two NICs (host link up, switch
+  // links, host link down). `connection_key` identifies the connection (its 5-tuple without the
+  // QP's source port). QP k uses NIC port (k mod ports) on both ends, or the next port whose
+  // links are up and joined (dual-ToR failover). Returns false, appending nothing, when no path
+  // exists.
+  bool route_nics(int src_host, int src_nic, int dst_host, int dst_nic, int qp,
+                  std::uint64_t connection_key, std::vector<int>& out) const;
+  // The same between two host ports' links.
+  bool route_links(int src_link, int dst_link, std::uint64_t flow_key, std::vector<int>& out) const;
+
+ private:
+  std::uint64_t switch_seed(int sw) const { return seeds_[sw]; }
+
+  const Router& router_;
+  RoutingPolicy policy_;
+  std::vector<std::uint64_t> seeds_;
+  std::uint64_t repeat_threshold_ = 0;  // polarisation as a fraction of 2^64
+};
+
+// 64-bit mixer (splitmix64 finaliser) used for ECMP hashes and flow keys.
+inline std::uint64_t mix64(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+}  // namespace astral::topo
