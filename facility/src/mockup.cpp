@@ -70,6 +70,11 @@ std::size_t MockupService::open_sessions() const {
   return sessions_.size();
 }
 
+void MockupService::expire_sessions() {
+  std::lock_guard<std::mutex> lock(mu_);
+  sessions_.clear();
+}
+
 bool MockupService::authorised(const HttpRequest& request) const {
   if (options_.credentials.empty()) return true;
   if (options_.allow_sessions) {

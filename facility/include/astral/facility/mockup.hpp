@@ -35,6 +35,8 @@ class MockupService {
   std::size_t resources() const { return resources_.size(); }
   std::size_t open_sessions() const;
   std::size_t requests() const { return requests_; }
+  // Forgets every session, as a BMC restart does; clients must log in again.
+  void expire_sessions();
 
  private:
   bool authorised(const HttpRequest& request) const;
