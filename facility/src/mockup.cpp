@@ -65,6 +65,11 @@ MockupService::MockupService(MockupOptions options)
   if (ec) throw std::runtime_error(fmt::format("mockup {}: {}", options_.dir, ec.message()));
 }
 
+MockupService::MockupService(std::map<std::string, std::string> resources, MockupOptions options)
+    : options_(std::move(options)), started_(std::chrono::steady_clock::now()) {
+  for (auto& [uri, text] : resources) resources_.emplace(normalise_path(uri), std::move(text));
+}
+
 std::size_t MockupService::open_sessions() const {
   std::lock_guard<std::mutex> lock(mu_);
   return sessions_.size();

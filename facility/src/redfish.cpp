@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "astral/facility/mockup.hpp"
 #include "redfish_emit.hpp"
 #include "redfish_fetch.hpp"
 #include "redfish_walk.hpp"
@@ -196,35 +197,49 @@ Snapshot poll_redfish(const std::vector<RedfishEndpoint>& endpoints, const PollO
   return merged;
 }
 
-Snapshot read_redfish_mockup(const std::string& dir, const std::string& name) {
+namespace {
+
+Snapshot read_service(MockupService& service, const std::string& label, const std::string& name) {
   using namespace detail;
   Snapshot out;
   SourceStatus status;
   status.reader = "redfish";
   status.name = name;
   auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<DirectoryFetcher> fetcher;
-  try {
-    fetcher = std::make_unique<DirectoryFetcher>(dir);
-  } catch (const std::exception& e) {
-    status.error = e.what();
-    out.sources.push_back(std::move(status));
-    return out;
-  }
+  ServiceFetcher fetcher(service, label);
   Emitter emit(out, name, Clock::now());
-  Fetched root = fetcher->get("/redfish/v1");
+  Fetched root = fetcher.get("/redfish/v1");
   if (!root.ok) {
     status.error = root.error;
   } else {
-    Walker walker(*fetcher, emit, WalkOptions{SensorPolicy::automatic, true, 4096});
+    Walker walker(fetcher, emit, WalkOptions{SensorPolicy::automatic, true, 4096});
     status.partial = !walker.run(root.body);
     status.ok = true;
   }
-  if (fetcher->nan_literals) out.count_quirk("nan_literal", fetcher->nan_literals);
-  status.requests = fetcher->requests;
+  if (fetcher.nan_literals) out.count_quirk("nan_literal", fetcher.nan_literals);
+  status.requests = fetcher.requests;
   status.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out.sources.push_back(std::move(status));
   return out;
+}
+
+}  // namespace
+
+Snapshot read_redfish_mockup(const std::string& dir, const std::string& name) {
+  std::unique_ptr<MockupService> service;
+  try {
+    service = std::make_unique<MockupService>(MockupOptions{dir, {}, true, true, false});
+  } catch (const std::exception& e) {
+    Snapshot out;
+    out.sources.push_back(SourceStatus{name, "redfish", false, false, e.what()});
+    return out;
+  }
+  return read_service(*service, dir, name);
+}
+
+Snapshot read_redfish_resources(const std::map<std::string, std::string>& resources, const std::string& name) {
+  MockupService service(resources, MockupOptions{});
+  return read_service(service, "(in memory)", name);
 }
 
 }  // namespace astral::facility

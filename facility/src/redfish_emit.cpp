@@ -1,5 +1,7 @@
 #include "redfish_emit.hpp"
 
+#include "alarm_rules.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -308,6 +310,7 @@ void Emitter::alarm(const Target& t, Severity severity, std::string type, std::s
   a.type = std::move(type);
   a.message = std::move(message);
   a.origin = t.origin;
+  a.source = "redfish";
   out_.add_alarm(std::move(a));
 }
 
@@ -397,34 +400,6 @@ bool Emitter::has_alarm(const std::string& entity) const {
   return false;
 }
 
-void Emitter::threshold_alarms() {
-  for (const auto& s : out_.samples) {
-    if (s.host != host_ || s.limits.empty() || has_alarm(s.entity)) continue;
-    const auto& l = s.limits;
-    bool coolant = starts_with(s.quantity, "coolant") || s.kind == EntityKind::cdu ||
-                   s.kind == EntityKind::coolant_connector ||
-                   contains(s.entity, "CDU") || contains(s.entity, "Coolant");
-    std::string what = s.name.empty() ? s.entity : s.name;
-    auto raise = [&](Severity sev, const char* bound, double limit, bool upper) {
-      std::string type;
-      if (s.quantity == "temperature" || s.quantity.find("temperature") != std::string::npos)
-        type = upper ? (coolant ? "coolant_over_temperature" : "over_temperature") : "under_temperature";
-      else if (s.quantity == "coolant_flow")
-        type = upper ? "coolant_flow_high" : "coolant_flow_low";
-      else
-        type = s.quantity + (upper ? "_above_threshold" : "_below_threshold");
-      Target t{s.kind, s.entity, s.name, s.origin};
-      alarm(t, sev, type,
-            fmt::format("{} {} {}{} is {} the {} threshold {}{}", what, s.quantity, s.value,
-                        unit_symbol(s.unit), upper ? "above" : "below", bound, limit,
-                        unit_symbol(s.unit)));
-    };
-    if (l.upper_fatal && s.value >= *l.upper_fatal) raise(Severity::critical, "fatal", *l.upper_fatal, true);
-    else if (l.upper_critical && s.value >= *l.upper_critical) raise(Severity::error, "critical", *l.upper_critical, true);
-    else if (l.upper_caution && s.value >= *l.upper_caution) raise(Severity::warning, "caution", *l.upper_caution, true);
-    if (l.lower_critical && s.value <= *l.lower_critical) raise(Severity::error, "critical", *l.lower_critical, false);
-    else if (l.lower_caution && s.value <= *l.lower_caution) raise(Severity::warning, "caution", *l.lower_caution, false);
-  }
-}
+void Emitter::threshold_alarms() { raise_threshold_alarms(out_, host_); }
 
 }  // namespace astral::facility::detail

@@ -59,7 +59,7 @@ json parse_lenient(const std::string& text, std::uint64_t& quirks_nan) {
   return k;
 }
 
-Fetched DirectoryFetcher::get(const std::string& uri) {
+Fetched ServiceFetcher::get(const std::string& uri) {
   Fetched f;
   ++requests;
   HttpRequest request;
@@ -71,7 +71,7 @@ Fetched DirectoryFetcher::get(const std::string& uri) {
   HttpResponse r = service_.handle(request);
   f.status = r.status;
   if (r.status != 200) {
-    f.error = fmt::format("{}: HTTP {} from mockup {}", uri, r.status, dir_);
+    f.error = fmt::format("{}: HTTP {} from mockup {}", uri, r.status, label_);
     return f;
   }
   f.body = parse_lenient(r.body, nan_literals);

@@ -39,16 +39,17 @@ class ResourceFetcher {
   std::uint64_t nan_literals = 0;
 };
 
-// Reads a mockup directory through the same MockupService that `astral facility mockup` serves.
-class DirectoryFetcher final : public ResourceFetcher {
+// Reads a mockup (a directory, or resources in memory) through the same MockupService that
+// `astral facility mockup` serves, without HTTP.
+class ServiceFetcher final : public ResourceFetcher {
  public:
-  explicit DirectoryFetcher(const std::string& dir) : dir_(dir), service_(MockupOptions{dir, {}, true, true, false}) {}
+  ServiceFetcher(MockupService& service, std::string label) : service_(service), label_(std::move(label)) {}
   Fetched get(const std::string& uri) override;
   bool supports_query() const override { return true; }
 
  private:
-  std::string dir_;
-  MockupService service_;
+  MockupService& service_;
+  std::string label_;
 };
 
 class HttpFetcher final : public ResourceFetcher {

@@ -30,6 +30,8 @@ class MockupService {
  public:
   // Loads every index.json under dir; throws std::runtime_error when dir holds no mockup.
   explicit MockupService(MockupOptions options);
+  // A service from resources held in memory: "/redfish/v1/..." -> JSON text (options.dir unused).
+  MockupService(std::map<std::string, std::string> resources, MockupOptions options);
   HttpResponse handle(const HttpRequest& request);
 
   std::size_t resources() const { return resources_.size(); }

@@ -10,6 +10,7 @@
 // concurrency across endpoints. Credentials never appear in URLs, argv, findings or logs.
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -78,5 +79,9 @@ Snapshot poll_redfish(const std::vector<RedfishEndpoint>& endpoints, const PollO
 // Reads a DMTF mockup directory (<dir>/index.json is /redfish/v1) without HTTP: the same mapping
 // as read_redfish, for offline inspection and fast tests.
 Snapshot read_redfish_mockup(const std::string& dir, const std::string& name);
+
+// The same from resources in memory ("/redfish/v1/..." -> JSON text), e.g. payloads saved from a
+// support bundle.
+Snapshot read_redfish_resources(const std::map<std::string, std::string>& resources, const std::string& name);
 
 }  // namespace astral::facility

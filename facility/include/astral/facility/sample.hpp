@@ -70,7 +70,8 @@ struct Alarm {
   Severity severity = Severity::warning;
   std::string type;     // leak_detected, pump_failed, coolant_over_temperature, psu_fault, ...
   std::string message;  // one line for a human
-  std::string origin;
+  std::string origin;   // Redfish URI, sysfs file, "nvml:<index>", ipmitool command
+  std::string source;   // reader: "redfish", "hwmon", "ipmi", "nvml", "astral" (derived)
 };
 
 // A warning that is not an alarm: a physically inconsistent payload, a link that points at the
