@@ -189,12 +189,13 @@ FacilityConfig parse_config(const std::string& text, const std::string& base_dir
     for (std::size_t i = 0; i < j["racks"].size(); ++i) {
       const json& r = j["racks"][i];
       std::string where = fmt::format("racks[{}]", i);
-      p.known_keys(r, where, {"name", "budget_watts", "it_power", "facility_power", "cooling"});
+      p.known_keys(r, where, {"name", "budget_watts", "it_power", "facility_power", "total_power", "cooling"});
       RackConfig rc;
       rc.name = p.string(r, "name", where, fmt::format("rack{}", i));
       if (r.contains("budget_watts")) rc.budget_w = p.number(r, "budget_watts", where, 0);
       rc.it_power = p.selectors(r, "it_power", where);
       rc.facility_power = p.selectors(r, "facility_power", where);
+      rc.total_power = p.selectors(r, "total_power", where);
       rc.cooling = p.selectors(r, "cooling", where);
       c.derive.racks.push_back(std::move(rc));
     }

@@ -179,16 +179,24 @@ void cooling(Snapshot& snap, const Index& idx, const DeriveConfig& cfg, Derived&
     if (any->kind != EntityKind::coolant_connector) continue;
     CoolingFigures c;
     c.host = host, c.entity = entity, c.name = any->name.empty() ? entity : any->name;
+    if (entity.find("PrimaryCoolantConnectors/") != std::string::npos) c.coolant = "facility water (assumed)";
     if (auto f = q.find("coolant_flow"); f != q.end()) c.flow_lpm = f->second->value;
     if (auto dt = q.find("coolant_delta_temperature"); dt != q.end()) c.delta_t_k = dt->second->value;
     else if (q.count("coolant_supply_temperature") && q.count("coolant_return_temperature"))
       c.delta_t_k = q.at("coolant_return_temperature")->value - q.at("coolant_supply_temperature")->value;
     if (auto h = q.find("heat_removed"); h != q.end()) c.heat_reported_w = h->second->value;
-    // The coolant of the CDU the connector belongs to (ThermalEquipment/CDUs/1/... -> CDUs/1).
-    for (const auto& [ck, cq] : idx.by_entity) {
-      if (ck.first != host || !starts_with(entity, ck.second + "/")) continue;
-      if (auto dn = cq.find("coolant_density"); dn != cq.end()) c.density = dn->second->value, c.coolant_from_cdu = true;
-      if (auto cp = cq.find("coolant_specific_heat"); cp != cq.end()) c.specific_heat = cp->second->value;
+    // Coolant properties: the connector's own, else (rack-side loops) those of the CDU it belongs
+    // to (ThermalEquipment/CDUs/1/SecondaryCoolantConnectors/1 -> CDUs/1). A CDU's Coolant
+    // describes its secondary loop; the primary side is facility water unless it says otherwise.
+    if (auto dn = q.find("coolant_density"); dn != q.end()) c.density = dn->second->value, c.coolant = "the connector";
+    if (auto cp = q.find("coolant_specific_heat"); cp != q.end()) c.specific_heat = cp->second->value;
+    bool primary = entity.find("PrimaryCoolantConnectors/") != std::string::npos;
+    if (!q.count("coolant_density") && !primary) {
+      for (const auto& [ck, cq] : idx.by_entity) {
+        if (ck.first != host || !starts_with(entity, ck.second + "/")) continue;
+        if (auto dn = cq.find("coolant_density"); dn != cq.end()) c.density = dn->second->value, c.coolant = "the CDU";
+        if (auto cp = cq.find("coolant_specific_heat"); cp != cq.end()) c.specific_heat = cp->second->value;
+      }
     }
     if (c.flow_lpm && c.delta_t_k) c.heat_computed_w = liquid_heat_watts(*c.flow_lpm, *c.delta_t_k, c.density, c.specific_heat);
     if (c.heat_reported_w && c.heat_computed_w &&
@@ -234,7 +242,7 @@ std::pair<std::string, std::vector<const Sample*>> auto_meters(const std::vector
 
 void racks(Snapshot& snap, const DeriveConfig& cfg, Derived& d) {
   std::vector<RackConfig> configured = cfg.racks;
-  if (configured.empty()) configured.push_back(RackConfig{"all", std::nullopt, {}, {}, {}});
+  if (configured.empty()) configured.push_back(RackConfig{"all", std::nullopt, {}, {}, {}, {}});
   for (const auto& rc : configured) {
     RackFigures r;
     r.name = rc.name;
@@ -260,13 +268,21 @@ void racks(Snapshot& snap, const DeriveConfig& cfg, Derived& d) {
       }
       for (const auto& b : bases) r.basis += (r.basis.empty() ? "" : "; ") + b;
     }
-    if (!rc.facility_power.empty()) {
-      double f = 0;
-      for (const auto& sel : rc.facility_power) {
+    auto sum_power = [&](const std::vector<Selector>& selectors) {
+      double sum = 0;
+      for (const auto& sel : selectors) {
         Selector s = sel;
         if (s.quantity == "*") s.quantity = "power";
-        for (const auto& x : snap.samples) if (matches(s, x)) f += x.value;
+        for (const auto& x : snap.samples) if (matches(s, x)) sum += x.value;
       }
+      return sum;
+    };
+    if (!rc.total_power.empty()) {
+      double total = sum_power(rc.total_power);
+      r.facility_power_w = total - r.it_power_w;
+      if (r.it_power_w > 0) r.pue_instantaneous = total / r.it_power_w;
+    } else if (!rc.facility_power.empty()) {
+      double f = sum_power(rc.facility_power);
       r.facility_power_w = f;
       if (r.it_power_w > 0) r.pue_instantaneous = (r.it_power_w + f) / r.it_power_w;
     }

@@ -37,20 +37,25 @@ struct Channel {
   int index = 0;
 };
 
-// A stable chip id: the device the chip belongs to (coretemp.0, 0000:45:00.0, nvme0), not the
-// hwmonN number, which changes between boots.
+// A stable chip id, "<name>@<device>" (coretemp@coretemp.0, nct6779@nct6775.656): the device the
+// chip belongs to, not the hwmonN number, which changes between boots; the name tells chips on one
+// device apart (a Wi-Fi card's three radios).
 std::string chip_id(const fs::path& hwmon_dir, const std::string& name) {
   std::error_code ec;
-  fs::path device = hwmon_dir / "device";
-  if (fs::is_symlink(device, ec)) {
-    fs::path real = fs::weakly_canonical(device, ec);
-    if (!ec && !real.filename().empty()) return real.filename().string();
+  std::string device;
+  fs::path link = hwmon_dir / "device";
+  if (fs::exists(link, ec)) {
+    fs::path real = fs::weakly_canonical(link, ec);
+    if (!ec) device = real.filename().string();
   }
-  fs::path real = fs::weakly_canonical(hwmon_dir, ec);
-  // Chips without a device link: use the platform device the hwmon directory sits in.
-  if (!ec && real.has_parent_path() && real.parent_path().filename() == "hwmon")
-    return real.parent_path().parent_path().filename().string();
-  return name.empty() ? hwmon_dir.filename().string() : name + "." + hwmon_dir.filename().string();
+  if (device.empty()) {
+    // No device link: the platform device the hwmon directory sits in, if it sits in one.
+    fs::path real = fs::weakly_canonical(hwmon_dir, ec);
+    if (!ec && real.parent_path().filename() == "hwmon" && real.parent_path().parent_path().filename() != "class")
+      device = real.parent_path().parent_path().filename().string();
+  }
+  if (device.empty()) device = hwmon_dir.filename().string();
+  return name.empty() ? device : name + "@" + device;
 }
 
 }  // namespace

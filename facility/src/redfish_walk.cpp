@@ -63,7 +63,8 @@ std::vector<json> Walker::members(const std::string& uri) {
   std::string page = uri;
   if (page.empty()) return out;
   if (expand_) page += "?$expand=.($levels=1)";
-  for (int pages = 0; !page.empty() && pages < 64; ++pages) {
+  std::set<std::string> pages_seen;
+  for (int pages = 0; !page.empty() && pages < 64 && pages_seen.insert(page).second; ++pages) {
     auto coll = get(page);
     if (!coll) break;
     const json& list = child(*coll, "Members");

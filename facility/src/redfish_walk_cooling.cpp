@@ -117,6 +117,13 @@ void Walker::connector(const json& c) {
   std::string uri = id_of(c);
   Target t{EntityKind::coolant_connector, entity_id(uri), name_of(c), uri};
   if (emit_.status(c, t).absent) return;
+  const json& coolant = child(c, "Coolant");
+  if (coolant.is_object()) {
+    if (auto d = coolant.find("DensityKgPerCubicMeter"); d != coolant.end())
+      if (auto v = emit_.number(*d)) emit_.emit(t, "coolant_density", Unit::kilograms_per_cubic_meter, *v);
+    if (auto cp = coolant.find("SpecificHeatkJoulesPerKgK"); cp != coolant.end())
+      if (auto v = emit_.number(*cp)) emit_.emit(t, "coolant_specific_heat", Unit::joules_per_kilogram_kelvin, *v * 1000);
+  }
   if (auto rated = c.find("RatedFlowLitersPerMinute"); rated != c.end())
     if (auto v = emit_.number(*rated)) emit_.emit(t, "rated_flow", Unit::liters_per_minute, *v);
   auto flow = emit_.excerpt(c, "FlowLitersPerMinute", t, "coolant_flow", Unit::liters_per_minute);

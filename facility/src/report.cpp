@@ -122,8 +122,8 @@ void print_read(std::ostream& out, const Snapshot& s, const Derived& d, bool all
     if (c.flow_lpm) out << fmt::format(" {} L/min", trim_zeros(fmt::format("{:.1f}", *c.flow_lpm)));
     if (c.delta_t_k) out << fmt::format(", ΔT {} K", trim_zeros(fmt::format("{:.1f}", *c.delta_t_k)));
     if (c.heat_computed_w)
-      out << fmt::format(" → {} computed ({} kg/m³, {} J/(kg·K){})", human_value(*c.heat_computed_w, Unit::watts), c.density,
-                         c.specific_heat, c.coolant_from_cdu ? " from the CDU" : ", water assumed");
+      out << fmt::format(" → {} computed ({} kg/m³, {} J/(kg·K): {})", human_value(*c.heat_computed_w, Unit::watts), c.density,
+                         c.specific_heat, c.coolant);
     if (c.heat_reported_w) out << fmt::format("; reports {}", human_value(*c.heat_reported_w, Unit::watts));
     out << "\n";
   }

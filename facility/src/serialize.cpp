@@ -115,7 +115,7 @@ json to_json(const Derived& d) {
   j["cooling"] = json::array();
   for (const auto& c : d.cooling) {
     json x = {{"host", c.host}, {"entity", c.entity}, {"name", c.name}, {"density_kg_per_m3", c.density},
-              {"specific_heat_j_per_kg_k", c.specific_heat}, {"coolant_from_cdu", c.coolant_from_cdu}};
+              {"specific_heat_j_per_kg_k", c.specific_heat}, {"coolant_properties_from", c.coolant}};
     put(x, "flow_liters_per_minute", c.flow_lpm);
     put(x, "delta_t_kelvin", c.delta_t_k);
     put(x, "heat_reported_watts", c.heat_reported_w);

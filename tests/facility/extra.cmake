@@ -10,3 +10,8 @@ astral_add_fuzz_target(facility_parsers
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_parsers.cpp
   DEPS astral::facility
   CORPUS ${CMAKE_CURRENT_LIST_DIR}/fuzz_corpus)
+# CLI tests of `astral facility` live with the suite.
+if(TARGET test_facility AND TARGET astral)
+  add_dependencies(test_facility astral)
+  target_compile_definitions(test_facility PRIVATE ASTRAL_CLI="$<TARGET_FILE:astral>")
+endif()

@@ -114,7 +114,7 @@ struct SourceFlags {
     }
     if (nvml) c.nvml = NvmlOptions{nvml_library};
     if (budget_w) {
-      if (c.derive.racks.empty()) c.derive.racks.push_back(RackConfig{"all", budget_w, {}, {}, {}});
+      if (c.derive.racks.empty()) c.derive.racks.push_back(RackConfig{"all", budget_w, {}, {}, {}, {}});
       else c.derive.racks.front().budget_w = budget_w;
     }
     if (insecure) c.warnings.push_back("TLS certificate verification is off (--insecure): anyone on the path can read and change what the BMC says");

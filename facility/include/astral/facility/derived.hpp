@@ -61,6 +61,7 @@ struct RackConfig {
   std::optional<double> budget_w;
   std::vector<Selector> it_power;        // empty: pick by source priority (docs/facility.md)
   std::vector<Selector> facility_power;  // non-IT loads (CDU pumps, fans, conversion) for pPUE
+  std::vector<Selector> total_power;     // meters of everything the rack draws (wins over IT + facility)
   std::vector<Selector> cooling;         // coolant connectors whose heat is this rack's
 };
 
@@ -89,7 +90,7 @@ struct CoolingFigures {
   std::optional<double> flow_lpm, delta_t_k;
   std::optional<double> heat_reported_w, heat_computed_w;
   double density = kWaterDensity, specific_heat = kWaterSpecificHeat;
-  bool coolant_from_cdu = false;
+  std::string coolant = "water (assumed)";  // where density and c_p came from: connector, CDU, assumed
 };
 
 struct CduFigures {
