@@ -155,7 +155,7 @@ struct HttpServer::Impl {
   std::atomic<bool> stopping{false};
 
   struct Connection {
-    int fd;
+    int fd = -1;
     std::thread thread;
     std::atomic<bool> done{false};
   };
@@ -252,7 +252,8 @@ void HttpServer::stop() {
   if (im.acceptor.joinable()) im.acceptor.join();
   {
     std::lock_guard<std::mutex> lock(im.mu);
-    for (auto& c : im.connections) ::shutdown(c.fd, SHUT_RDWR);
+    for (auto& c : im.connections)
+      if (c.fd >= 0) ::shutdown(c.fd, SHUT_RDWR);
   }
   im.reap(true);
   for (int fd : im.listeners) ::close(fd);
@@ -416,7 +417,14 @@ void HttpServer::Impl::serve(Connection& c, std::string peer, std::uint16_t loca
       if (!keep_alive) break;
     }
   }
-  ::close(c.fd);
+  int fd;
+  {
+    // Under the lock, so stop() never shuts down a descriptor number that was reused meanwhile.
+    std::lock_guard<std::mutex> lock(mu);
+    fd = c.fd;
+    c.fd = -1;
+  }
+  ::close(fd);
   c.done = true;
 }
 

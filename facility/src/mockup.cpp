@@ -123,22 +123,29 @@ HttpResponse MockupService::get(const std::string& path, const std::string& quer
       if (!full.is_discarded()) m = std::move(full);
     }
   }
-  if (options_.simulate_energy && j.contains("EnergykWh") && j["EnergykWh"].is_object()) {
-    // Energy grows at the resource's own power reading since the service started.
-    double watts = 0;
-    for (const char* p : {"PowerWatts", "InputPowerWatts"}) {
-      if (j.contains(p) && j[p].is_object() && j[p].contains("Reading") && j[p]["Reading"].is_number()) {
-        watts = j[p]["Reading"].get<double>();
-        break;
-      }
-    }
-    auto& reading = j["EnergykWh"]["Reading"];
-    if (reading.is_number()) {
-      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-      reading = reading.get<double>() + watts * seconds / 3.6e6;
-    }
+  if (options_.simulate_energy) {
+    advance_energy(j);
+    if (expand && j.contains("Members") && j["Members"].is_array())
+      for (auto& m : j["Members"]) advance_energy(m);
   }
   return json_response(200, j.dump());
+}
+
+void MockupService::advance_energy(nlohmann::json& j) const {
+  if (!j.is_object() || !j.contains("EnergykWh") || !j["EnergykWh"].is_object()) return;
+  // Energy grows at the resource's own power reading since the service started.
+  double watts = 0;
+  for (const char* p : {"PowerWatts", "InputPowerWatts"}) {
+    if (j.contains(p) && j[p].is_object() && j[p].contains("Reading") && j[p]["Reading"].is_number()) {
+      watts = j[p]["Reading"].get<double>();
+      break;
+    }
+  }
+  auto& reading = j["EnergykWh"]["Reading"];
+  if (reading.is_number()) {
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    reading = reading.get<double>() + watts * seconds / 3.6e6;
+  }
 }
 
 HttpResponse MockupService::login(const HttpRequest& request) {

@@ -316,10 +316,11 @@ bool Walker::power_deprecated(const std::string& uri, const Target& chassis) {
                               *st.health == 2 ? "Critical" : "Warning"));
     const json& huawei = child(child(ps, "Oem"), "Huawei");
     auto field = [&](const char* key, const char* quantity, Unit unit) {
-      const json* v = ps.contains(key) ? &ps[key] : (huawei.is_object() && huawei.contains(key) ? &huawei[key] : nullptr);
-      if (!v) return;
-      if (v == &huawei[key]) emit_.snapshot().count_quirk("oem_power");
-      if (auto n = emit_.number(*v)) emit_.emit(t, quantity, unit, *n);
+      const json& own = child(ps, key);
+      const json& oem = child(huawei, key);
+      if (own.is_null() && oem.is_null()) return;
+      if (own.is_null()) emit_.snapshot().count_quirk("oem_power");
+      if (auto n = emit_.number(own.is_null() ? oem : own)) emit_.emit(t, quantity, unit, *n);
     };
     field("PowerInputWatts", "input_power", Unit::watts);
     field("PowerOutputWatts", "output_power", Unit::watts);

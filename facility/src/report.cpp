@@ -32,6 +32,9 @@ std::string human_value(double v, Unit unit) {
       if (a >= 1e6) return trim_zeros(fmt::format("{:.3f}", v / 1e6)) + " MW";
       if (a >= 1e4) return trim_zeros(fmt::format("{:.2f}", v / 1e3)) + " kW";
       return trim_zeros(fmt::format("{:.1f}", v)) + " W";
+    case Unit::volt_amperes:
+      if (a >= 1e4) return trim_zeros(fmt::format("{:.2f}", v / 1e3)) + " kVA";
+      return trim_zeros(fmt::format("{:.1f}", v)) + " VA";
     case Unit::joules:
       if (a >= 3.6e5) return trim_zeros(fmt::format("{:.1f}", v / 3.6e6)) + " kWh";
       return trim_zeros(fmt::format("{:.1f}", v)) + " J";
@@ -74,6 +77,7 @@ void print_read(std::ostream& out, const Snapshot& s, const Derived& d, bool all
       if (!all && x->quantity == "leak_state" && x->value == 0) continue;
       std::string v = x->quantity == "health" ? (x->value >= 2 ? "Critical" : x->value >= 1 ? "Warning" : "OK")
                                               : human_value(x->value, x->unit);
+      if (x->quantity.find("delta_temperature") != std::string::npos) v = v.substr(0, v.find(' ')) + " K";
       std::string part = x->quantity + " " + v;
       if (all && x->limits.upper_critical) part += " (critical at " + human_value(*x->limits.upper_critical, x->unit) + ")";
       parts.push_back(part);
@@ -85,6 +89,10 @@ void print_read(std::ostream& out, const Snapshot& s, const Derived& d, bool all
   }
   if (!d.racks.empty()) out << "\nRacks\n";
   for (const auto& r : d.racks) {
+    if (r.meters.empty() && !r.budget_w && !r.heat_removed_w) {
+      out << fmt::format("  {}: no power reading among the sources\n", r.name);
+      continue;
+    }
     out << fmt::format("  {}: IT power {} from {} meter(s) ({})", r.name, human_value(r.it_power_w, Unit::watts),
                        r.meters.size(), r.basis.empty() ? "none" : r.basis);
     if (r.budget_w)

@@ -7,9 +7,9 @@ if(TARGET test_facility)
   target_compile_definitions(test_facility PRIVATE FAKE_NVML_PATH="$<TARGET_FILE:fake_nvml>")
 endif()
 astral_add_fuzz_target(facility_parsers
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_parsers.cpp
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_parsers.cpp
   DEPS astral::facility
-  CORPUS ${CMAKE_CURRENT_LIST_DIR}/fuzz_corpus)
+  CORPUS ${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus)
 # CLI tests of `astral facility` live with the suite.
 if(TARGET test_facility AND TARGET astral)
   add_dependencies(test_facility astral)

@@ -13,6 +13,8 @@
 #include <mutex>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "astral/facility/http_server.hpp"
 #include "astral/facility/redfish.hpp"
 
@@ -45,6 +47,7 @@ class MockupService {
   HttpResponse get(const std::string& path, const std::string& query);
   HttpResponse login(const HttpRequest& request);
   HttpResponse logout(const std::string& path, const HttpRequest& request);
+  void advance_energy(nlohmann::json& resource) const;
 
   MockupOptions options_;
   std::map<std::string, std::string> resources_;  // "/redfish/v1/..." -> JSON text
