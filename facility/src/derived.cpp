@@ -192,10 +192,13 @@ void cooling(Snapshot& snap, const Index& idx, const DeriveConfig& cfg, Derived&
     if (auto cp = q.find("coolant_specific_heat"); cp != q.end()) c.specific_heat = cp->second->value;
     bool primary = entity.find("PrimaryCoolantConnectors/") != std::string::npos;
     if (!q.count("coolant_density") && !primary) {
-      for (const auto& [ck, cq] : idx.by_entity) {
-        if (ck.first != host || !starts_with(entity, ck.second + "/")) continue;
-        if (auto dn = cq.find("coolant_density"); dn != cq.end()) c.density = dn->second->value, c.coolant = "the CDU";
-        if (auto cp = cq.find("coolant_specific_heat"); cp != cq.end()) c.specific_heat = cp->second->value;
+      // The nearest ancestor that reports a coolant, by walking up the path (no scan of all entities).
+      for (auto cut = entity.rfind('/'); cut != std::string::npos && cut > 0; cut = entity.rfind('/', cut - 1)) {
+        const Sample* dn = idx.get({host, entity.substr(0, cut)}, "coolant_density");
+        if (!dn) continue;
+        c.density = dn->value, c.coolant = "the CDU";
+        if (const Sample* cp = idx.get({host, entity.substr(0, cut)}, "coolant_specific_heat")) c.specific_heat = cp->value;
+        break;
       }
     }
     if (c.flow_lpm && c.delta_t_k) c.heat_computed_w = liquid_heat_watts(*c.flow_lpm, *c.delta_t_k, c.density, c.specific_heat);

@@ -45,6 +45,8 @@ void Exporter::poll_once() {
   auto state = std::make_shared<State>();
   state->snapshot = poll_sources(config_, &rapl_);
   state->derived = derive(state->snapshot, config_.derive);
+  // Readings change once per poll; rendering them here keeps a scrape to a copy.
+  state->readings = render_prometheus_readings(state->snapshot, &state->derived, false);
   std::optional<double> pue;
   bool have_pue_meters = !config_.derive.pue_it.empty();
   if (have_pue_meters && previous_) pue = pue_between(*previous_, state->snapshot, config_.derive).pue;
@@ -85,7 +87,7 @@ std::string Exporter::scrape() {
     ++counters_.scrapes;
     counters = counters_;
   }
-  std::string text = render_prometheus(state->snapshot, &state->derived, &counters);
+  std::string text = state->readings + render_prometheus_counters(counters);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(mu_);
   counters_.last_scrape_seconds = took;

@@ -130,7 +130,8 @@ std::string trim(const std::string& s) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-std::string render(const HttpResponse& r, bool keep_alive, bool head) {
+// The status line and headers; the body is written after them (it can be megabytes).
+std::string render_head(const HttpResponse& r, bool keep_alive) {
   std::string out = fmt::format("HTTP/1.1 {} {}\r\n", r.status, reason(r.status));
   if (r.status != 204) {
     out += fmt::format("Content-Type: {}\r\nContent-Length: {}\r\n", r.content_type, r.body.size());
@@ -138,9 +139,10 @@ std::string render(const HttpResponse& r, bool keep_alive, bool head) {
   out += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
   for (const auto& [k, v] : r.headers) out += k + ": " + v + "\r\n";
   out += "\r\n";
-  if (!head && r.status != 204) out += r.body;
   return out;
 }
+
+std::string render(const HttpResponse& r, bool keep_alive) { return render_head(r, keep_alive) + r.body; }
 
 }  // namespace
 
@@ -314,7 +316,7 @@ void HttpServer::Impl::accept_loop() {
       std::lock_guard<std::mutex> lock(mu);
       if (connections.size() >= options.max_connections) {
         HttpResponse busy{503, "text/plain", {{"Retry-After", "1"}}, "too many connections\n"};
-        std::string out = render(busy, false, false);
+        std::string out = render(busy, false);
         if (!tls) [[maybe_unused]] auto sent = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
         ::close(fd);
         continue;
@@ -413,7 +415,8 @@ void HttpServer::Impl::serve(Connection& c, std::string peer, std::uint16_t loca
           resp = HttpResponse{500, "text/plain", {}, std::string("internal error: ") + e.what() + "\n"};
         }
       }
-      if (!stream.write_all(render(resp, keep_alive, req.method == "HEAD"))) break;
+      bool with_body = req.method != "HEAD" && resp.status != 204;
+      if (!stream.write_all(render_head(resp, keep_alive)) || (with_body && !stream.write_all(resp.body))) break;
       if (!keep_alive) break;
     }
   }

@@ -112,6 +112,11 @@ HttpResponse MockupService::get(const std::string& path, const std::string& quer
   if (it == resources_.end()) return redfish_error(404, fmt::format("{} not found", path));
   bool expand = query.find("$expand") != std::string::npos;
   if (!expand && !options_.simulate_energy) return json_response(200, it->second);
+  if (!options_.simulate_energy) {
+    // Static files: an expanded collection is the same every time.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto cached = expanded_.find(path); cached != expanded_.end()) return json_response(200, cached->second);
+  }
   json j = json::parse(it->second, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return json_response(200, it->second);  // serve bad files as they are
   if (expand && j.contains("Members") && j["Members"].is_array()) {
@@ -127,8 +132,12 @@ HttpResponse MockupService::get(const std::string& path, const std::string& quer
     advance_energy(j);
     if (expand && j.contains("Members") && j["Members"].is_array())
       for (auto& m : j["Members"]) advance_energy(m);
+    return json_response(200, j.dump());
   }
-  return json_response(200, j.dump());
+  std::string text = j.dump();
+  std::lock_guard<std::mutex> lock(mu_);
+  expanded_.emplace(path, text);
+  return json_response(200, std::move(text));
 }
 
 void MockupService::advance_energy(nlohmann::json& j) const {

@@ -114,7 +114,7 @@ std::string metric_name(const Sample& s) {
   return name;
 }
 
-std::string render_prometheus(const Snapshot& snap, const Derived* derived, const ExporterCounters* counters) {
+std::string render_prometheus_readings(const Snapshot& snap, const Derived* derived, bool with_quirks) {
   Writer w;
   std::string p = kPrefix;
   for (const auto& s : snap.samples) {
@@ -179,28 +179,38 @@ std::string render_prometheus(const Snapshot& snap, const Derived* derived, cons
       }
     }
   }
-  if (counters) {
-    w.add(p + "polls_total", "counter", "Polls completed.", "", static_cast<double>(counters->polls));
-    w.add(p + "scrapes_total", "counter", "Scrapes served.", "", static_cast<double>(counters->scrapes));
-    w.add(p + "last_poll_duration_seconds", "gauge", "How long the last poll of every source took.", "", counters->last_poll_seconds);
-    w.add(p + "last_poll_timestamp_seconds", "gauge", "When the last poll finished (Unix time).", "", counters->last_poll_timestamp);
-    w.add(p + "last_scrape_duration_seconds", "gauge", "How long rendering the previous scrape took.", "", counters->last_scrape_seconds);
-    for (const auto& [q, n] : counters->quirks)
-      w.add(p + "quirks_total", "counter", "Tolerated deviations from the schema, by kind.", labels({{"quirk", q}}), static_cast<double>(n));
-    for (const auto& [s, n] : counters->source_requests)
-      w.add(p + "source_requests_total", "counter", "HTTP requests made to the source.", labels({{"source", s}}), static_cast<double>(n));
-    for (const auto& [s, n] : counters->source_failures)
-      w.add(p + "source_failures_total", "counter", "Polls in which the source failed.", labels({{"source", s}}), static_cast<double>(n));
-    if (counters->pue_last_interval)
-      w.add(p + "pue_ratio", "gauge", "PUE from configured energy meters over the last poll interval.", "", *counters->pue_last_interval);
-  } else {
-    std::map<std::string, std::uint64_t> quirks = snap.quirks;
-    for (const auto& [q, n] : quirks)
+  if (with_quirks) {
+    for (const auto& [q, n] : snap.quirks)
       w.add(p + "quirks_total", "counter", "Tolerated deviations from the schema, by kind.", labels({{"quirk", q}}), static_cast<double>(n));
   }
   std::string out = w.str();
   if (w.duplicates())
     out += fmt::format("# {} duplicate series dropped (the same entity reported twice by one source)\n", w.duplicates());
+  return out;
+}
+
+std::string render_prometheus_counters(const ExporterCounters& counters) {
+  Writer w;
+  std::string p = kPrefix;
+  w.add(p + "polls_total", "counter", "Polls completed.", "", static_cast<double>(counters.polls));
+  w.add(p + "scrapes_total", "counter", "Scrapes served.", "", static_cast<double>(counters.scrapes));
+  w.add(p + "last_poll_duration_seconds", "gauge", "How long the last poll of every source took.", "", counters.last_poll_seconds);
+  w.add(p + "last_poll_timestamp_seconds", "gauge", "When the last poll finished (Unix time).", "", counters.last_poll_timestamp);
+  w.add(p + "last_scrape_duration_seconds", "gauge", "How long rendering the previous scrape took.", "", counters.last_scrape_seconds);
+  for (const auto& [q, n] : counters.quirks)
+    w.add(p + "quirks_total", "counter", "Tolerated deviations from the schema, by kind.", labels({{"quirk", q}}), static_cast<double>(n));
+  for (const auto& [s, n] : counters.source_requests)
+    w.add(p + "source_requests_total", "counter", "HTTP requests made to the source.", labels({{"source", s}}), static_cast<double>(n));
+  for (const auto& [s, n] : counters.source_failures)
+    w.add(p + "source_failures_total", "counter", "Polls in which the source failed.", labels({{"source", s}}), static_cast<double>(n));
+  if (counters.pue_last_interval)
+    w.add(p + "pue_ratio", "gauge", "PUE from configured energy meters over the last poll interval.", "", *counters.pue_last_interval);
+  return w.str();
+}
+
+std::string render_prometheus(const Snapshot& snap, const Derived* derived, const ExporterCounters* counters) {
+  std::string out = render_prometheus_readings(snap, derived, counters == nullptr);
+  if (counters) out += render_prometheus_counters(*counters);
   return out;
 }
 

@@ -17,20 +17,21 @@ bool has_type(const json& j, std::string_view type) {
 
 }  // namespace
 
-std::optional<json> Walker::get(const std::string& uri_in) {
+const json* Walker::get(const std::string& uri_in) {
   std::string uri = uri_in;
   if (auto hash = uri.find('#'); hash != std::string::npos) uri.resize(hash);
-  if (uri.empty()) return std::nullopt;
-  if (auto it = cache_.find(uri); it != cache_.end()) return it->second;
-  if (failed_.count(uri)) return std::nullopt;
-  if (uri.find("://") != std::string::npos) return std::nullopt;  // another service's resource
+  if (uri.empty()) return nullptr;
+  if (auto it = cache_.find(uri); it != cache_.end()) return &it->second;
+  if (auto it = inline_members_.find(uri); it != inline_members_.end()) return it->second;
+  if (failed_.count(uri)) return nullptr;
+  if (uri.find("://") != std::string::npos) return nullptr;  // another service's resource
   if (cache_.size() + failed_.size() >= options_.max_resources) {
     if (!bound_reported_) {
       emit_.finding({}, "crawl_bound", fmt::format("stopped after {} resources", options_.max_resources));
       bound_reported_ = true;
     }
     complete_ = false;
-    return std::nullopt;
+    return nullptr;
   }
   if (fetch_.out_of_time()) {
     if (!bound_reported_) {
@@ -38,7 +39,7 @@ std::optional<json> Walker::get(const std::string& uri_in) {
       bound_reported_ = true;
     }
     complete_ = false;
-    return std::nullopt;
+    return nullptr;
   }
   Fetched f = fetch_.get(uri);
   if (!f.ok) {
@@ -46,26 +47,26 @@ std::optional<json> Walker::get(const std::string& uri_in) {
     complete_ = false;
     if (f.malformed) emit_.snapshot().count_quirk("malformed_json");
     emit_.finding(entity_id(uri), f.malformed ? "malformed_json" : "http", f.error);
-    return std::nullopt;
+    return nullptr;
   }
   if (!f.body.is_object()) {
     failed_.insert(uri);
     complete_ = false;
     emit_.finding(entity_id(uri), "malformed_json", fmt::format("{}: not a JSON object", uri));
-    return std::nullopt;
+    return nullptr;
   }
   auto [it, _] = cache_.emplace(uri, std::move(f.body));
-  return it->second;
+  return &it->second;
 }
 
-std::vector<json> Walker::members(const std::string& uri) {
-  std::vector<json> out;
+std::vector<std::reference_wrapper<const json>> Walker::members(const std::string& uri) {
+  std::vector<std::reference_wrapper<const json>> out;
   std::string page = uri;
   if (page.empty()) return out;
   if (expand_) page += "?$expand=.($levels=1)";
   std::set<std::string> pages_seen;
   for (int pages = 0; !page.empty() && pages < 64 && pages_seen.insert(page).second; ++pages) {
-    auto coll = get(page);
+    const json* coll = get(page);
     if (!coll) break;
     const json& list = child(*coll, "Members");
     if (list.is_array()) {
@@ -73,10 +74,10 @@ std::vector<json> Walker::members(const std::string& uri) {
         if (!m.is_object()) continue;
         bool inline_member = m.size() > 1 && (m.contains("Id") || m.contains("@odata.type"));
         if (inline_member) {
-          cache_.emplace(id_of(m), m);
-          out.push_back(m);
-        } else if (auto full = get(id_of(m))) {
-          out.push_back(std::move(*full));
+          inline_members_.emplace(id_of(m), &m);
+          out.emplace_back(m);
+        } else if (const json* full = get(id_of(m))) {
+          out.emplace_back(*full);
         }
       }
     }
@@ -92,7 +93,7 @@ bool Walker::run(const json& root) {
             (child(features, "ExpandAll") == true || child(features, "Levels") == true);
   // Power equipment first: it names the chassis that are power shelves.
   if (auto pe = link_of(root, "PowerEquipment"); !pe.empty()) power_equipment(pe);
-  for (const auto& c : members(link_of(root, "Chassis"))) chassis(c);
+  for (const json& c : members(link_of(root, "Chassis"))) chassis(c);
   if (auto te = link_of(root, "ThermalEquipment"); !te.empty()) thermal_equipment(te);
   if (options_.telemetry) {
     if (auto ts = link_of(root, "TelemetryService"); !ts.empty()) telemetry(ts);
@@ -154,7 +155,7 @@ void Walker::chassis(const json& c) {
   if (auto ts = link_of(c, "ThermalSubsystem"); !ts.empty()) thermal_subsystem(ts, t);
   else if (auto th = link_of(c, "Thermal"); !th.empty()) thermal_deprecated(th, t);
   if (auto leaks = link_of(c, "LeakDetectors"); !leaks.empty()) {
-    for (const auto& d : members(leaks)) {
+    for (const json& d : members(leaks)) {
       Target dt{EntityKind::leak_detector, entity_id(id_of(d)), name_of(d), id_of(d)};
       auto st = emit_.status(d, dt);
       if (!st.absent) leak_state(dt, d.value("DetectorState", std::string()), st.health);
@@ -206,8 +207,8 @@ bool Walker::power_subsystem(const std::string& uri_in, const std::string& chass
                   fmt::format("{} links PowerSubsystem to {}, a {}", chassis_uri, uri,
                               ps->value("@odata.type", std::string("resource of unknown type"))));
     uri = chassis_uri + "/PowerSubsystem";
-    ps = uri == uri_in ? std::nullopt : get(uri);
-    if (ps && !has_type(*ps, "PowerSubsystem")) ps.reset();
+    ps = uri == uri_in ? nullptr : get(uri);
+    if (ps && !has_type(*ps, "PowerSubsystem")) ps = nullptr;
   }
   if (!ps) return false;
   if (auto cap = ps->find("CapacityWatts"); cap != ps->end()) {
@@ -222,7 +223,7 @@ bool Walker::power_subsystem(const std::string& uri_in, const std::string& chass
   }
   bool rectifier = shelf_chassis_.count(chassis_uri) > 0;
   bool have_power = false;
-  for (const auto& p : members(link_of(*ps, "PowerSupplies"))) have_power |= power_supply(p, rectifier);
+  for (const json& p : members(link_of(*ps, "PowerSupplies"))) have_power |= power_supply(p, rectifier);
   return have_power;
 }
 
@@ -388,14 +389,14 @@ void Walker::thermal_deprecated(const std::string& uri, const Target& chassis) {
 }
 
 void Walker::sensors(const std::string& uri) {
-  for (const auto& s : members(uri)) emit_.sensor(s);
+  for (const json& s : members(uri)) emit_.sensor(s);
 }
 
 void Walker::power_equipment(const std::string& uri) {
   auto pe = get(uri);
   if (!pe) return;
   for (const char* coll : {"PowerShelves", "RackPDUs", "FloorPDUs", "TransferSwitches", "Switchgear", "ElectricalBuses"}) {
-    for (const auto& d : members(link_of(*pe, coll))) distribution(d);
+    for (const json& d : members(link_of(*pe, coll))) distribution(d);
   }
 }
 
@@ -424,10 +425,10 @@ void Walker::distribution(const json& d) {
     }
   }
   for (const char* coll : {"Mains", "Feeders", "Branches", "Subfeeds"})
-    for (const auto& c : members(link_of(d, coll))) circuit(c, EntityKind::circuit);
-  for (const auto& o : members(link_of(d, "Outlets"))) circuit(o, EntityKind::outlet);
+    for (const json& c : members(link_of(d, coll))) circuit(c, EntityKind::circuit);
+  for (const json& o : members(link_of(d, "Outlets"))) circuit(o, EntityKind::outlet);
   // Deprecated in PowerDistribution, still used by shelves in the field.
-  for (const auto& p : members(link_of(d, "PowerSupplies"))) power_supply(p, kind == EntityKind::power_shelf);
+  for (const json& p : members(link_of(d, "PowerSupplies"))) power_supply(p, kind == EntityKind::power_shelf);
 }
 
 void Walker::circuit(const json& c, EntityKind kind) {

@@ -1,5 +1,6 @@
 #pragma once
 // Walks a Redfish service from its root and hands every power and cooling resource to the Emitter.
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -28,8 +29,9 @@ class Walker {
   bool run(const json& root);
 
  private:
-  std::optional<json> get(const std::string& uri);
-  std::vector<json> members(const std::string& collection_uri);
+  // Resources are cached for the crawl and handed out by pointer (payloads can be large).
+  const json* get(const std::string& uri);
+  std::vector<std::reference_wrapper<const json>> members(const std::string& collection_uri);
 
   void chassis(const json& c);
   bool power_subsystem(const std::string& uri, const std::string& chassis_uri, const Target& chassis);
@@ -68,6 +70,7 @@ class Walker {
   bool complete_ = true;
   bool bound_reported_ = false;
   std::map<std::string, json> cache_;
+  std::map<std::string, const json*> inline_members_;  // expanded members, inside their collection
   std::set<std::string> failed_;
   std::set<std::string> shelf_chassis_;
   std::vector<std::string> sensor_collections_;  // read last, so excerpts claim their sensors first  // chassis linked from power shelves: their PSUs are rectifiers

@@ -23,10 +23,10 @@ void Walker::thermal_subsystem(const std::string& uri, const Target& chassis) {
   auto ts = get(uri);
   if (!ts) return;
   if (auto tm = link_of(*ts, "ThermalMetrics"); !tm.empty()) thermal_metrics(tm, chassis);
-  for (const auto& f : members(link_of(*ts, "Fans"))) fan(f);
-  for (const auto& p : members(link_of(*ts, "Pumps"))) pump(p);
-  for (const auto& c : members(link_of(*ts, "CoolantConnectors"))) connector(c);
-  for (const auto& f : members(link_of(*ts, "Filters"))) filter(f);
+  for (const json& f : members(link_of(*ts, "Fans"))) fan(f);
+  for (const json& p : members(link_of(*ts, "Pumps"))) pump(p);
+  for (const json& c : members(link_of(*ts, "CoolantConnectors"))) connector(c);
+  for (const json& f : members(link_of(*ts, "Filters"))) filter(f);
   if (auto leak = link_of(*ts, "LeakDetection"); !leak.empty()) leak_detection(leak, chassis);
 }
 
@@ -73,8 +73,8 @@ void Walker::thermal_equipment(const std::string& uri) {
   auto te = get(uri);
   if (!te) return;
   for (const char* coll : {"CDUs", "ImmersionUnits", "HeatExchangers", "RPUs"})
-    for (const auto& u : members(link_of(*te, coll))) cooling_unit(u);
-  for (const auto& l : members(link_of(*te, "CoolingLoops"))) cooling_loop(l);
+    for (const json& u : members(link_of(*te, coll))) cooling_unit(u);
+  for (const json& l : members(link_of(*te, "CoolingLoops"))) cooling_loop(l);
 }
 
 void Walker::cooling_unit(const json& u) {
@@ -95,10 +95,10 @@ void Walker::cooling_unit(const json& u) {
   }
   if (auto env = link_of(u, "EnvironmentMetrics"); !env.empty()) environment(env, t);
   for (const char* coll : {"PrimaryCoolantConnectors", "SecondaryCoolantConnectors"})
-    for (const auto& c : members(link_of(u, coll))) connector(c);
-  for (const auto& p : members(link_of(u, "Pumps"))) pump(p);
-  for (const auto& r : members(link_of(u, "Reservoirs"))) reservoir(r);
-  for (const auto& f : members(link_of(u, "Filters"))) filter(f);
+    for (const json& c : members(link_of(u, coll))) connector(c);
+  for (const json& p : members(link_of(u, "Pumps"))) pump(p);
+  for (const json& r : members(link_of(u, "Reservoirs"))) reservoir(r);
+  for (const json& f : members(link_of(u, "Filters"))) filter(f);
   if (auto leak = link_of(u, "LeakDetection"); !leak.empty()) leak_detection(leak, t);
 }
 
@@ -240,7 +240,7 @@ void Walker::leak_detection(const std::string& uri, const Target& parent) {
   }
   // The older model: a LeakDetectors collection (deprecated inside LeakDetection, still common).
   if (!have_groups) {
-    for (const auto& d : members(link_of(*ld, "LeakDetectors"))) {
+    for (const json& d : members(link_of(*ld, "LeakDetectors"))) {
       Target dt{EntityKind::leak_detector, entity_id(id_of(d)), name_of(d), id_of(d)};
       auto st = emit_.status(d, dt);
       if (!st.absent) leak_state(dt, d.value("DetectorState", std::string()), st.health);
@@ -272,7 +272,7 @@ void Walker::leak_state(const Target& t, const std::string& state, std::optional
 void Walker::telemetry(const std::string& uri) {
   auto ts = get(uri);
   if (!ts) return;
-  for (const auto& report : members(link_of(*ts, "MetricReports"))) {
+  for (const json& report : members(link_of(*ts, "MetricReports"))) {
     const json& values = child(report, "MetricValues");
     if (!values.is_array()) continue;
     // Reports list values oldest first; keep the last value of each property.

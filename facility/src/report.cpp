@@ -36,7 +36,9 @@ std::string human_value(double v, Unit unit) {
       if (a >= 1e4) return trim_zeros(fmt::format("{:.2f}", v / 1e3)) + " kVA";
       return trim_zeros(fmt::format("{:.1f}", v)) + " VA";
     case Unit::joules:
-      if (a >= 3.6e5) return trim_zeros(fmt::format("{:.1f}", v / 3.6e6)) + " kWh";
+      if (a >= 3.6e7) return trim_zeros(fmt::format("{:.1f}", v / 3.6e6)) + " kWh";
+      if (a >= 3.6e5) return trim_zeros(fmt::format("{:.3f}", v / 3.6e6)) + " kWh";
+      if (a >= 1e4) return trim_zeros(fmt::format("{:.2f}", v / 1e3)) + " kJ";
       return trim_zeros(fmt::format("{:.1f}", v)) + " J";
     case Unit::pascals:
       return trim_zeros(fmt::format("{:.1f}", v / 1000)) + " kPa";

@@ -29,7 +29,12 @@ SysfsRead read_attribute(const std::string& path) {
   return r;
 }
 
-std::optional<long long> read_integer(const std::string& path, int* error) {
+namespace {
+
+// Reads the attribute and converts all of it with `parse` (strtoll/strtoull); anything left over,
+// nothing converted or an overflow is EINVAL.
+template <typename T, typename Parse>
+std::optional<T> read_number(const std::string& path, int* error, Parse parse) {
   SysfsRead r = read_attribute(path);
   if (!r.text) {
     if (error) *error = r.error;
@@ -37,7 +42,7 @@ std::optional<long long> read_integer(const std::string& path, int* error) {
   }
   char* end = nullptr;
   errno = 0;
-  long long v = std::strtoll(r.text->c_str(), &end, 10);
+  T v = parse(r.text->c_str(), &end);
   if (end == r.text->c_str() || *end != '\0' || errno == ERANGE) {
     if (error) *error = EINVAL;
     return std::nullopt;
@@ -45,20 +50,21 @@ std::optional<long long> read_integer(const std::string& path, int* error) {
   return v;
 }
 
+}  // namespace
+
+std::optional<long long> read_integer(const std::string& path, int* error) {
+  return read_number<long long>(path, error, [](const char* s, char** e) { return std::strtoll(s, e, 10); });
+}
+
 std::optional<std::uint64_t> read_unsigned(const std::string& path, int* error) {
-  SysfsRead r = read_attribute(path);
-  if (!r.text) {
-    if (error) *error = r.error;
-    return std::nullopt;
-  }
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(r.text->c_str(), &end, 10);
-  if (end == r.text->c_str() || *end != '\0' || errno == ERANGE || r.text->front() == '-') {
-    if (error) *error = EINVAL;
-    return std::nullopt;
-  }
-  return v;
+  // strtoull accepts "-1" (as 2^64 - 1): a counter is never negative.
+  return read_number<std::uint64_t>(path, error, [](const char* s, char** e) -> std::uint64_t {
+    if (*s == '-') {
+      *e = const_cast<char*>(s);
+      return 0;
+    }
+    return std::strtoull(s, e, 10);
+  });
 }
 
 }  // namespace astral::facility::detail

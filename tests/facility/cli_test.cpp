@@ -42,7 +42,7 @@ TEST_CASE("facility read --mockup: a report with cooling balance and the failed 
   CHECK(r.out.find("heat_balance") != std::string::npos);
 }
 
-TEST_CASE("facility read --redfish over HTTP with credentials from the environment; --json") {
+TEST_CASE("facility read --redfish over HTTP with credentials from the environment, --json") {
   MockupOptions mo;
   mo.credentials = {"ops", "env-only-secret"};
   MockBmc bmc(mockup_dir("public-power-shelf"), mo);
@@ -79,7 +79,7 @@ TEST_CASE("facility read: bad input is exit 2 with one line naming it") {
   }
 }
 
-TEST_CASE("facility read --insecure warns; an unreachable BMC is exit 1") {
+TEST_CASE("facility read --insecure warns, an unreachable BMC is exit 1") {
   MockBmc bmc(mockup_dir("public-power-shelf"), {}, MockBmc::Tls::valid);
   auto ok = run_process({ASTRAL_CLI, "facility", "read", "--redfish", bmc.url(), "--insecure"}, 60);
   CHECK(ok.exit_code == 0);
@@ -111,7 +111,7 @@ TEST_CASE("facility read: IPMI recordings and the fake sysfs") {
   CHECK(coretemp);
 }
 
-TEST_CASE("facility events writes *.events.jsonl; serve --once prints the exposition") {
+TEST_CASE("facility events writes .events.jsonl files, serve --once prints the exposition") {
   TempDir dir;
   std::string events = dir.path + "/cdu.events.jsonl";
   auto r = run_process({ASTRAL_CLI, "facility", "events", "--mockup", mockup_dir("public-cooling-unit"), "-o", events}, 30);

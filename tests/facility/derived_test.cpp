@@ -232,7 +232,7 @@ TEST_CASE("liquid heat capture against rack IT power, and capture above one is a
   CHECK(has_finding(t, "capture_above_one"));
 }
 
-TEST_CASE("thermal headroom from limits; selectors with globs") {
+TEST_CASE("thermal headroom from limits, selectors with globs") {
   Snapshot s;
   Sample t = sample("n", EntityKind::sensor, "cpu", "temperature", Unit::celsius, 80);
   t.limits.upper_caution = 85;

@@ -140,7 +140,7 @@ TEST_CASE("exposition of every mockup follows the text format and Prometheus nam
   CHECK(text.find("astral_facility_quirks_total{quirk=\"nan_string\"}") != std::string::npos);
 }
 
-TEST_CASE("label values are escaped; NaN values produce no series") {
+TEST_CASE("label values are escaped, NaN values produce no series") {
   Snapshot s;
   Sample x;
   x.host = "h";
@@ -159,7 +159,7 @@ TEST_CASE("label values are escaped; NaN values produce no series") {
   CHECK(escape_label_value("a\"b") == "a\\\"b");
 }
 
-TEST_CASE("sources.json: parsed with paths relative to the file; mistakes are one clear line") {
+TEST_CASE("sources.json: parsed with paths relative to the file, mistakes are one clear line") {
   TempDir dir;
   auto cred = dir.file("bmc.cred", "operator:secret\n");
   chmod(cred.c_str(), 0600);
@@ -248,7 +248,7 @@ TEST_CASE("exporter: a BMC that stops answering becomes source_up 0 and a counte
   CHECK(text.find("astral_facility_source_up{source=\"cdu\",reader=\"redfish\"} 1") != std::string::npos);
 }
 
-TEST_CASE("alarms become normalised monitor events; changes are tracked between polls") {
+TEST_CASE("alarms become normalised monitor events, changes are tracked between polls") {
   Snapshot s = read_redfish_mockup(mockup_dir("public-cooling-unit"), "cdu-bmc");
   s.merge(read_redfish_mockup(quirky_dir(), "tray7"));
   std::ostringstream out;

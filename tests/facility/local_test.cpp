@@ -188,7 +188,7 @@ TEST_CASE("ipmitool dcmi power reading: 1.8.19 and 1.8.18 layouts parse the same
   CHECK_FALSE(error.empty());
 }
 
-TEST_CASE("ipmitool dcmi: deactivated means no numbers; an active 0 W is a policy") {
+TEST_CASE("ipmitool dcmi: deactivated means no numbers, an active 0 W is a policy") {
   IpmiOptions o;
   o.host = "node1";
   Snapshot off = ipmi_from_text(slurp(ipmitool_fixture("dcmi-power-reading-deactivated.txt")), o, "f");
@@ -250,7 +250,7 @@ TEST_CASE("ipmitool: text that is not ipmitool output, and a missing ipmitool, a
   CHECK(r.sources[0].error.find("--ipmi-file") != std::string::npos);
 }
 
-TEST_CASE("NVML through dlopen: power, energy, temperature, limit; throttling becomes alarms") {
+TEST_CASE("NVML through dlopen: power, energy, temperature, limit, throttling becomes alarms") {
   setenv("FAKE_NVML_MODE", "ok", 1);
   NvmlOptions o{FAKE_NVML_PATH, "gpu-node"};
   Snapshot s = read_nvml(o);

@@ -143,7 +143,7 @@ TEST_CASE("basic authentication: right credentials read, wrong ones fail without
   }
 }
 
-TEST_CASE("session authentication: logs in, uses the token, logs out; auto falls back to basic") {
+TEST_CASE("session authentication: logs in, uses the token, logs out, auto falls back to basic") {
   MockupOptions mo;
   mo.credentials = {"admin", "hunter2-hunter2"};
   SECTION("session") {
@@ -202,7 +202,7 @@ TEST_CASE("an expired session token is renewed once and the crawl continues") {
   CHECK(find(s, "ThermalEquipment/CDUs/1/Pumps/2", "pump_speed"));
 }
 
-TEST_CASE("malformed JSON, 404 and 500 on single resources are findings; the rest is read") {
+TEST_CASE("malformed JSON, 404 and 500 on single resources are findings, the rest is read") {
   MockBmc bmc(mockup_dir("public-cooling-unit"));
   bmc.fault("/redfish/v1/ThermalEquipment/CDUs/1/EnvironmentMetrics", Fault{0, "{\"Name\": \"Env\", \"Temper", 0ms, -1});
   bmc.fault("/redfish/v1/ThermalEquipment/CDUs/1/LeakDetection", Fault{404, {}, 0ms, -1});

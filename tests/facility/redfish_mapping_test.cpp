@@ -94,7 +94,7 @@ TEST_CASE("liquid-cooled server mockup: PSU metrics, chassis power, limits and t
   CHECK(has_finding(s, "excerpt_mismatch", "CPU1Temp"));
 }
 
-TEST_CASE("power-shelf mockup: rectifiers found despite a mislinked PowerSubsystem; DC bus circuit") {
+TEST_CASE("power-shelf mockup: rectifiers found despite a mislinked PowerSubsystem, DC bus circuit") {
   Snapshot s = read_redfish_mockup(mockup_dir("public-power-shelf"), "shelf");
   CHECK(value(s, "PowerEquipment/PowerShelves/1", "power") == 6438);
   CHECK(value(s, "PowerEquipment/PowerShelves/1", "apparent_power") == 6300);
@@ -108,7 +108,7 @@ TEST_CASE("power-shelf mockup: rectifiers found despite a mislinked PowerSubsyst
   CHECK(has_finding(s, "link_type_mismatch", "SensorCollection"));
 }
 
-TEST_CASE("rack PDU mockup: mains phases, branches and outlets; unit mismatches counted") {
+TEST_CASE("rack PDU mockup: mains phases, branches and outlets, unit mismatches counted") {
   Snapshot s = read_redfish_mockup(mockup_dir("public-pdu"), "pdu");
   CHECK(value(s, "PowerEquipment/RackPDUs/1", "power") == 6438);
   CHECK(value(s, "PowerEquipment/RackPDUs/1/Outlets/A1", "power") == Approx(197.4));

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -38,6 +39,9 @@ struct SourceFlags {
   int retries = 2;
   std::size_t concurrency = 16;
   std::optional<double> budget_w;
+  std::vector<CLI::Option*> poll_flags;  // --timeout --deadline --retries --concurrency
+
+  bool given(std::size_t i) const { return poll_flags.size() > i && poll_flags[i]->count() > 0; }
 
   void add(CLI::App* app) {
     app->add_option("--redfish", redfish, "Redfish service URL (https://bmc); repeat for several")->type_name("URL");
@@ -54,10 +58,10 @@ struct SourceFlags {
     app->add_option("--ca-file", ca_file, "PEM CA bundle that signed the BMC certificates")->type_name("FILE");
     app->add_flag("--insecure", insecure, "do not verify TLS certificates (prints a warning)");
     app->add_option("--sensors", sensors, "read Sensors collections: auto, all or none")->capture_default_str();
-    app->add_option("--timeout", timeout_s, "seconds per request try")->capture_default_str();
-    app->add_option("--deadline", deadline_s, "seconds per endpoint for the whole crawl")->capture_default_str();
-    app->add_option("--retries", retries, "extra tries on timeouts and 5xx")->capture_default_str();
-    app->add_option("--concurrency", concurrency, "endpoints polled at once")->capture_default_str();
+    poll_flags = {app->add_option("--timeout", timeout_s, "seconds per request try")->capture_default_str(),
+                  app->add_option("--deadline", deadline_s, "seconds per endpoint for the whole crawl")->capture_default_str(),
+                  app->add_option("--retries", retries, "extra tries on timeouts and 5xx")->capture_default_str(),
+                  app->add_option("--concurrency", concurrency, "endpoints polled at once")->capture_default_str()};
     app->add_option("--sysfs-root", sysfs_root, "root of the sysfs tree for --hwmon/--rapl")->capture_default_str();
     app->add_option("--rapl-interval", rapl_interval_s, "seconds between the two RAPL reads")->capture_default_str();
     app->add_option("--ipmi-host", ipmi_host, "remote BMC for --ipmi (lanplus; password from IPMI_PASSWORD)");
@@ -75,10 +79,12 @@ struct SourceFlags {
     if (!config.empty()) {
       c = load_config(config);
     }
-    c.poll.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
-    c.poll.deadline = std::chrono::milliseconds(static_cast<long long>(deadline_s * 1000));
-    c.poll.retries = retries;
-    c.poll.concurrency = concurrency;
+    // Flags override the config file's poll section only when given.
+    bool plain = config.empty();
+    if (plain || given(0)) c.poll.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+    if (plain || given(1)) c.poll.deadline = std::chrono::milliseconds(static_cast<long long>(deadline_s * 1000));
+    if (plain || given(2)) c.poll.retries = retries;
+    if (plain || given(3)) c.poll.concurrency = std::max<std::size_t>(1, concurrency);
     Credentials creds;
     if (!credentials_file.empty()) {
       std::string warning;

@@ -6,7 +6,7 @@ set -eu
 rack="$ASTRAL_SOURCE_DIR/tests/fixtures/astral/facility/rack42"
 out="$ASTRAL_DEMO_OUT/facility"
 mkdir -p "$out"
-rm -f "$out/urls"
+rm -f "$out/urls" "$out/rack42.events.jsonl"
 
 "$ASTRAL_BIN" facility mockup --dir "$rack/shelf" --dir "$rack/cdu" --simulate-energy --port-file "$out/urls" 2>"$out/mockup.log" &
 mockup=$!

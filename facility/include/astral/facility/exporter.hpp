@@ -42,6 +42,7 @@ class Exporter {
   struct State {
     Snapshot snapshot;
     Derived derived;
+    std::string readings;  // the exposition of the readings, rendered once per poll
   };
   void record_events(const std::vector<Alarm>& alarms);
 

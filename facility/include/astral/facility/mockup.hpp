@@ -53,6 +53,7 @@ class MockupService {
   std::map<std::string, std::string> resources_;  // "/redfish/v1/..." -> JSON text
   mutable std::mutex mu_;
   std::map<std::string, std::string> sessions_;   // token -> session path
+  std::map<std::string, std::string> expanded_;   // path -> expanded collection (static mockups)
   std::size_t next_session_ = 1;
   std::atomic<std::size_t> requests_{0};
   std::chrono::steady_clock::time_point started_;

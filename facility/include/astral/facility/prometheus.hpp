@@ -33,5 +33,9 @@ std::string escape_label_value(const std::string& value);
 
 std::string render_prometheus(const Snapshot& snapshot, const Derived* derived = nullptr,
                               const ExporterCounters* counters = nullptr);
+// The two halves of the above: the readings (rendered once per poll by the exporter; `with_quirks`
+// adds the snapshot's quirk counts) and the exporter's running counters (rendered per scrape).
+std::string render_prometheus_readings(const Snapshot& snapshot, const Derived* derived, bool with_quirks);
+std::string render_prometheus_counters(const ExporterCounters& counters);
 
 }  // namespace astral::facility
