@@ -1,0 +1,79 @@
+#pragma once
+// A small HTTP/1.1 server (optionally HTTPS via OpenSSL) for the Prometheus exporter and the
+// Redfish mockup service: keep-alive, a thread per connection up to a cap (503 beyond it),
+// bounded request sizes, idle and I/O timeouts. One server may listen on many addresses (the
+// benchmark simulates hundreds of BMCs with one).
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "astral/facility/redfish.hpp"
+
+namespace astral::facility {
+
+struct HttpRequest {
+  std::string method;
+  std::string target;  // as sent: path and query
+  std::string path;    // target without the query
+  std::string query;   // after '?', undecoded
+  std::map<std::string, std::string> headers;  // names in lower case
+  std::string body;
+  std::string peer;            // "127.0.0.1:53422"
+  std::uint16_t local_port = 0;  // which listener the request came in on
+  std::string header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? std::string() : it->second;
+  }
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+};
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+struct HttpServerOptions {
+  std::vector<std::string> listen{"127.0.0.1:0"};  // host:port; port 0 picks a free one
+  std::string tls_cert_file;  // both set: serve HTTPS (TLS 1.2+)
+  std::string tls_key_file;
+  std::size_t max_connections = 256;
+  std::chrono::milliseconds idle_timeout{15000};  // keep-alive connection with no request
+  std::chrono::milliseconds io_timeout{10000};    // a request or response that stalls
+  std::size_t max_header_bytes = 16 * 1024;
+  std::size_t max_body_bytes = 1 << 20;
+};
+
+class HttpServer {
+ public:
+  // Binds every address and starts serving; throws std::runtime_error naming the address.
+  HttpServer(HttpServerOptions options, HttpHandler handler);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  const std::vector<std::uint16_t>& ports() const;
+  // "http://127.0.0.1:<port>" (or https) of the i-th listener.
+  std::string url(std::size_t i = 0) const;
+  void stop();  // idempotent; joins every thread
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// True when "host:port" binds only loopback (127.0.0.0/8, ::1, localhost).
+bool is_loopback_address(const std::string& listen);
+// Constant-time check of an "Authorization: Basic ..." header against credentials.
+bool basic_auth_matches(const HttpRequest& request, const Credentials& expected);
+// Constant-time check of an "Authorization: Bearer ..." header.
+bool bearer_token_matches(const HttpRequest& request, const std::string& token);
+
+}  // namespace astral::facility

@@ -1,0 +1,176 @@
+#include "support.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "run_process.hpp"
+#include "test_paths.hpp"
+
+namespace astral::facility::test {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/astral-facility-XXXXXX";
+  if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  path = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+}
+
+std::string TempDir::file(const std::string& name, const std::string& content) const {
+  std::string p = path + "/" + name;
+  fs::create_directories(fs::path(p).parent_path());
+  std::ofstream(p, std::ios::binary) << content;
+  return p;
+}
+
+namespace {
+
+void openssl(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{"openssl"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = astral::test::run_process(argv, 30);
+  if (r.exit_code != 0) throw std::runtime_error("openssl " + args.at(0) + " failed: " + r.err);
+}
+
+void make_leaf(const std::string& dir, const std::string& name, const std::string& san) {
+  std::string key = dir + "/" + name + ".key", csr = dir + "/" + name + ".csr", ext = dir + "/" + name + ".ext";
+  std::ofstream(ext) << "subjectAltName=" << san << "\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n";
+  openssl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key,
+           "-out", csr, "-subj", "/CN=" + name});
+  openssl({"x509", "-req", "-in", csr, "-CA", dir + "/ca.crt", "-CAkey", dir + "/ca.key", "-CAcreateserial",
+           "-out", dir + "/" + name + ".crt", "-days", "2", "-extfile", ext});
+}
+
+}  // namespace
+
+const TestPki& test_pki() {
+  static TempDir dir;
+  static TestPki pki;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::string& d = dir.path;
+    openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", d + "/ca.key", "-out", d + "/ca.crt", "-days", "2", "-subj", "/CN=Astral test CA",
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"});
+    make_leaf(d, "localhost", "DNS:localhost,IP:127.0.0.1");
+    make_leaf(d, "elsewhere", "DNS:bmc.elsewhere.invalid");
+    pki = TestPki{d + "/ca.crt", d + "/localhost.crt", d + "/localhost.key", d + "/elsewhere.crt", d + "/elsewhere.key"};
+  });
+  return pki;
+}
+
+std::string mockup_dir(const std::string& name) { return astral::test::fixture("redfish/" + name); }
+std::string quirky_dir() { return astral::test::fixture("astral/facility/quirky-bmc"); }
+
+MockBmc::MockBmc(const std::string& dir, MockupOptions options, Tls tls, std::size_t listeners)
+    : options_(options) {
+  options.dir = dir;
+  service_ = std::make_unique<MockupService>(options);
+  HttpServerOptions so;
+  so.listen.assign(listeners, "127.0.0.1:0");
+  so.io_timeout = std::chrono::milliseconds(3000);
+  so.idle_timeout = std::chrono::milliseconds(3000);
+  if (tls == Tls::valid) {
+    so.tls_cert_file = test_pki().server_cert;
+    so.tls_key_file = test_pki().server_key;
+  } else if (tls == Tls::wrong_host) {
+    so.tls_cert_file = test_pki().wrong_host_cert;
+    so.tls_key_file = test_pki().wrong_host_key;
+  }
+  server_ = std::make_unique<HttpServer>(so, [this](const HttpRequest& r) { return handle(r); });
+}
+
+void MockBmc::fault(const std::string& path, Fault f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  faults_[path] = std::move(f);
+}
+
+int MockBmc::hits(const std::string& path) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = hits_.find(path);
+  return it == hits_.end() ? 0 : it->second;
+}
+
+void MockBmc::expire_sessions() { service_->expire_sessions(); }
+
+std::vector<std::string> MockBmc::auth_headers_seen() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return auth_seen_;
+}
+
+HttpResponse MockBmc::handle(const HttpRequest& r) {
+  ++total_;
+  std::size_t now = ++in_flight_;
+  for (std::size_t prev = max_in_flight_; now > prev && !max_in_flight_.compare_exchange_weak(prev, now);) {}
+  std::string path = r.path;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  Fault f;
+  bool faulty = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++hits_[path];
+    if (!r.header("authorization").empty()) auth_seen_.push_back(r.header("authorization"));
+    if (!r.header("x-auth-token").empty()) auth_seen_.push_back("X-Auth-Token " + r.header("x-auth-token"));
+    auto it = faults_.find(path);
+    if (it != faults_.end() && it->second.times != 0) {
+      f = it->second;
+      faulty = true;
+      if (it->second.times > 0) --it->second.times;
+    }
+  }
+  HttpResponse resp;
+  if (faulty && f.delay.count() > 0) std::this_thread::sleep_for(f.delay);
+  if (faulty && f.expire_sessions) service_->expire_sessions();
+  if (faulty && f.status != 0) resp = redfish_error(f.status, "injected fault");
+  else if (faulty && !f.body.empty()) resp = HttpResponse{200, "application/json", {}, f.body};
+  else resp = service_->handle(r);
+  --in_flight_;
+  return resp;
+}
+
+void extract_ttar(const std::string& archive, const std::string& dest) {
+  std::ifstream in(archive);
+  if (!in) throw std::runtime_error("cannot open " + archive);
+  std::string line;
+  auto value = [](const std::string& l, const std::string& key) { return l.substr(key.size()); };
+  while (std::getline(in, line)) {
+    if (line.rfind("Directory: ", 0) == 0) {
+      fs::create_directories(dest + "/" + value(line, "Directory: "));
+    } else if (line.rfind("Path: ", 0) == 0) {
+      std::string path = dest + "/" + value(line, "Path: ");
+      fs::create_directories(fs::path(path).parent_path());
+      std::string next;
+      if (!std::getline(in, next)) break;
+      if (next.rfind("SymlinkTo: ", 0) == 0) {
+        std::error_code ec;
+        fs::create_symlink(value(next, "SymlinkTo: "), path, ec);
+        continue;
+      }
+      std::string content;
+      if (next.rfind("Lines: ", 0) == 0) {
+        int n = std::stoi(value(next, "Lines: "));
+        for (int i = 0; i < n && std::getline(in, next); ++i) {
+          if (i == n - 1 && next.size() >= 3 && next.compare(next.size() - 3, 3, "EOF") == 0) {
+            content += next.substr(0, next.size() - 3);  // "EOF" marks a file without a final newline
+          } else {
+            content += next + "\n";
+          }
+        }
+      }
+      std::ofstream(path, std::ios::binary) << content;
+    }
+  }
+}
+
+}  // namespace astral::facility::test
