@@ -218,3 +218,26 @@ TEST_CASE("tracing is configured from ASTRAL_TRACE_* variables") {
   }
   with_env({});
 }
+
+TEST_CASE("a recycled chunk's left-overs are not damage; a torn record at its frontier is incomplete") {
+  TempDir dir;
+  auto w = Writer::open(small_options(dir.path, 4096 + 16384 + 8 * 4096));  // 8 chunks of 63 records
+  REQUIRE(w);
+  for (int i = 0; i < 8 * 63 + 10; ++i) w->record(transfer_event(EventKind::NetSendPosted, i));
+  auto bytes = slurp(w->path());
+  // Slot 0 was reused for the ninth chunk: records 1..10 are new, 11..63 are left from its first use.
+  const TraceFile clean = read_trace_bytes(bytes.data(), bytes.size());
+  CHECK_FALSE(clean.damage.corrupt());
+  CHECK(clean.damage.incomplete_records == 0);
+  CHECK(count_transfers(clean) == 8 * 63 - 53);
+  // The writer killed while writing record 11: new words over a stale record.
+  auto torn = bytes;
+  for (int b = 0; b < 24; ++b) torn[kChunks + 11 * 64 + b] ^= 0x5a;
+  const TraceFile t = read_trace_bytes(torn.data(), torn.size());
+  CHECK(t.damage.incomplete_records == 1);
+  CHECK_FALSE(t.damage.corrupt());
+  // The same change in the middle of the new records is damage.
+  auto bad = bytes;
+  bad[kChunks + 5 * 64 + 3] ^= 0x01;
+  CHECK(read_trace_bytes(bad.data(), bad.size()).damage.corrupt_records == 1);
+}

@@ -108,6 +108,9 @@ void read_chunks(const uint8_t* data, size_t size, const FileHeader& h, TraceFil
   const uint32_t per_chunk = h.chunk_bytes / format::kRecordBytes;
   uint64_t valid_chunks = 0, max_ordinal = 0;
   uint32_t max_thread = 0;
+  enum Class : uint8_t { kUnused, kValid, kStale, kBad };
+  std::vector<uint8_t> cls;
+  std::vector<format::RawRecord> recs(per_chunk);  // reused for every chunk
   for (uint32_t slot = 0; slot < h.chunk_count; ++slot) {
     const uint64_t base = h.chunks_offset + uint64_t(slot) * h.chunk_bytes;
     if (base + format::kRecordBytes > size) break;  // truncated (counted by the caller)
@@ -123,26 +126,50 @@ void read_chunks(const uint8_t* data, size_t size, const FileHeader& h, TraceFil
     max_ordinal = std::max(max_ordinal, c.ordinal);
     max_thread = std::max(max_thread, c.thread_index + 1);
     syncs.push_back({c.ticks, c.mono_ns, c.wall_ns});
+    // Classify every record first: a record that fails its checksum is damage, unless it is the
+    // writer's frontier (nothing but unused or stale records after it: killed mid-record).
+    cls.assign(per_chunk, kUnused);
+    uint32_t available = per_chunk;
     for (uint32_t i = 1; i < per_chunk; ++i) {
       const uint64_t off = base + uint64_t(i) * format::kRecordBytes;
-      if (off + format::kRecordBytes > size) break;
-      format::RawRecord r;
+      if (off + format::kRecordBytes > size) {
+        available = i;
+        break;
+      }
+      format::RawRecord& r = recs[i];
       std::memcpy(&r, data + off, sizeof r);
       if (r.commit == 0) {
-        if (!all_zero(data + off, format::kRecordBytes)) ++out.damage.incomplete_records;
-        continue;
+        cls[i] = all_zero(data + off, format::kRecordBytes) ? kUnused : kBad;
+      } else if (r.commit == format::block_checksum(&r, format::record_seed(c.ordinal, i))) {
+        cls[i] = kValid;
+      } else {
+        cls[i] = kBad;
+        // Wrap mode does not clear a recycled chunk: records of an earlier use of the slot
+        // (ordinal - k * chunk_count) are left-overs, not damage.
+        for (uint64_t k = 1; k <= 16 && c.ordinal >= k * h.chunk_count; ++k)
+          if (r.commit == format::block_checksum(&r, format::record_seed(c.ordinal - k * h.chunk_count, i))) {
+            cls[i] = kStale;
+            break;
+          }
       }
-      if (r.commit != format::block_checksum(&r, format::record_seed(c.ordinal, i))) {
-        ++out.damage.corrupt_records;
-        continue;
-      }
+    }
+    bool frontier = true;  // scanning backwards: no valid record seen yet
+    for (uint32_t i = available; i-- > 1;) {
+      if (cls[i] == kValid) frontier = false;
+      if (cls[i] != kBad) continue;
+      if (frontier) ++out.damage.incomplete_records;
+      else ++out.damage.corrupt_records;
+      frontier = false;  // only one record can be mid-write
+    }
+    for (uint32_t i = 1; i < available; ++i) {
+      if (cls[i] != kValid) continue;
       Event e;
-      if (!format::decode(r, e)) {
+      if (!format::decode(recs[i], e)) {
         ++out.damage.unknown_records;
         continue;
       }
       e.thread = c.thread_index;
-      if (auto* s = e.as<ClockSync>()) syncs.push_back({r.ticks, s->mono_ns, s->wall_ns});
+      if (auto* s = e.as<ClockSync>()) syncs.push_back({recs[i].ticks, s->mono_ns, s->wall_ns});
       out.events.push_back(std::move(e));
     }
   }
