@@ -91,7 +91,7 @@ class Writer {
     return f;
   }
 
-  Function nic(int s, uint8_t bus) {
+  Function nic(int s, uint8_t bus, int seated_slot) {
     Function f;
     f.busid = bdf(bus);
     f.pci_type = "0207 [15b3:1021] [15b3:0023] 00";
@@ -99,7 +99,7 @@ class Writer {
     f.vendor = 0x15b3, f.device = 0x1021;
     f.max = kGen5x16;
     f.current = spec_.nic_link.count(s) ? spec_.nic_link.at(s) : kGen5x16;
-    f.numa = s / 4;
+    f.numa = seated_slot / 4;
     bool down = spec_.nic_ports_down.count(s);
     f.osdevs.push_back(fmt::format(R"(<object type="OSDev" gp_index="{{gp}}" name="ibp{}s0" osdev_type="2">
   <info name="Port" value="1"/>
@@ -128,13 +128,13 @@ class Writer {
     ds_gpu.acs_redirect = ds_nic.acs_redirect = spec_.acs_enabled_slots.count(s) > 0;
     ds_gpu.children.push_back(gpu(s, b + 3));
     bool nic_here = !spec_.missing_nics.count(s) && spec_.moved_nic_from != s;
-    if (nic_here) ds_nic.children.push_back(nic(s, b + 4));
+    if (nic_here) ds_nic.children.push_back(nic(s, b + 4, s));
     up.children.push_back(ds_gpu);
     up.children.push_back(ds_nic);
     if (spec_.moved_nic_to == s && spec_.moved_nic_from >= 0) {
       Function ds_extra = bridge(b + 2, 2, b + 5, b + 5, 0x1000, 0xc030, 3, kGen5x16, numa);
       ds_extra.acs_redirect = spec_.acs_enabled_slots.count(s) > 0;
-      ds_extra.children.push_back(nic(spec_.moved_nic_from, b + 5));
+      ds_extra.children.push_back(nic(spec_.moved_nic_from, b + 5, s));
       up.children.push_back(ds_extra);
     }
     root.children.push_back(up);
@@ -320,7 +320,8 @@ class Writer {
                                    (spec_.iommu_translated ? "intel_iommu=on\n" : "intel_iommu=on iommu=pt\n"));
     put(root / "proc/sys/kernel/osrelease", "6.8.0-45-generic\n");
     put(root / "proc/driver/nvidia/version",
-        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.90.07  Release Build\n");
+        spec_.open_kernel_module ? "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.90.07  Release Build\n"
+                                 : "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.90.07  Release Build\n");
     put(root / "sys/module/nvidia/version", "550.90.07\n");
     if (spec_.peermem) put(root / "sys/module/nvidia_peermem/version", "550.90.07\n");
   }

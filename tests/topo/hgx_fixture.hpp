@@ -27,6 +27,7 @@ struct HgxSpec {
   std::map<int, int> gpu_numa_sysfs;        // slot -> numa_node in sysfs (e.g. -1)
   bool iommu_translated = false;            // DMA groups instead of identity (iommu=pt)
   bool peermem = true;                      // nvidia_peermem loaded
+  bool open_kernel_module = true;           // NVIDIA open kernel module (dma-buf capable)
   bool acs_readable = true;                 // config files carry extended space
 };
 

@@ -135,6 +135,7 @@ class Parser {
         if (get() != '>') fail("expected '>'");
         return e;
       }
+      if (pos_ >= s_.size()) fail(fmt::format("unexpected end of file: <{}> from line {} is not closed", e.name, e.line));
       if (peek() != '<') fail(fmt::format("text inside <{}>: NCCL expects only elements", e.name));
       if (++nodes_ > kMaxNodes) fail("more than 4096 elements");
       e.children.push_back(element());

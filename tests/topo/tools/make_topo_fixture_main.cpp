@@ -1,7 +1,7 @@
 // Writes the default synthetic HGX node (hwloc XML + sys/ + proc/) into the given directory.
 #include <cstdio>
 
-#include "hgx_fixture.hpp"
+#include "../hgx_fixture.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
