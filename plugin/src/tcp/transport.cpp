@@ -67,15 +67,15 @@ class TcpTransport final : public Transport {
                        int traffic_class, std::unique_ptr<SendComm>* send_comm) override {
     ListenHandle h;
     std::memcpy(&h, handle, sizeof h);
+    std::string why;
+    if (!check_handle(h, &why)) {
+      ASTRAL_WARN("connect on {}: {}", devices_.at(size_t(dev)).name, why);
+      return ncclInternalError;
+    }
     TcpConnector* connector = nullptr;
     {
       std::lock_guard lock(mutex_);
       if (h.connect_stage == 0) {
-        std::string why;
-        if (!check_handle(h, &why)) {
-          ASTRAL_WARN("connect on {}: {}", devices_.at(size_t(dev)).name, why);
-          return ncclInternalError;
-        }
         const NetDevice& device = devices_.at(static_cast<size_t>(dev));
         int streams = config_.streams > 0 ? config_.streams : default_streams(device.speed_mbps);
         auto owned = std::make_unique<TcpConnector>(ctx, device, dev, h, streams, config_,
