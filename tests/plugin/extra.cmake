@@ -33,3 +33,10 @@ endif()
 if(TARGET fuzz_plugin_wire)
   target_include_directories(fuzz_plugin_wire PRIVATE ${PROJECT_SOURCE_DIR}/plugin/src)
 endif()
+
+# g++ 12 at -O1 with ASan reports a false -Wmaybe-uninitialized inside <regex>, which Catch2's
+# single header includes, so the shared Catch2 main does not build in the asan preset. Scoped to
+# that one object; belongs in tests/CMakeLists.txt (reported to the lead).
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND ASTRAL_SANITIZE)
+  target_compile_options(astral_test_main PRIVATE -Wno-maybe-uninitialized)
+endif()

@@ -2,6 +2,7 @@
 // (NCCL_SOCKET_IFNAME syntax, defaults, RDMA netdevs first in rail order), sysfs discovery, the
 // wire format's checks and the striping layout.
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -12,6 +13,8 @@
 #include "core/config.hpp"
 #include "core/device_table.hpp"
 #include "core/ifname_filter.hpp"
+#include "astral/topo/node.hpp"
+#include "astral/topo/sysfs.hpp"
 #include "core/nic_inventory.hpp"
 #include "tcp/wire.hpp"
 
@@ -147,7 +150,7 @@ TEST_CASE("device selection: defaults, loopback only when named, RDMA netdevs in
   CHECK(why.find("ASTRAL_SOCKET_IFNAME") != std::string::npos);
 }
 
-TEST_CASE("sysfs discovery of RDMA ports and PCI paths", "[plugin][unit]") {
+TEST_CASE("RDMA ports from topo's sysfs readers and node model", "[plugin][unit]") {
   namespace fs = std::filesystem;
   fs::path root = fs::temp_directory_path() / ("astral-sysfs-" + std::to_string(getpid()));
   fs::remove_all(root);
@@ -155,23 +158,37 @@ TEST_CASE("sysfs discovery of RDMA ports and PCI paths", "[plugin][unit]") {
     fs::create_directories(p.parent_path());
     std::ofstream(p) << text << "\n";
   };
-  // Two single-port NICs, listed in reverse PCI order; the second has its netdev.
-  for (auto [dev, bus, guid] : {std::tuple{"mlx5_1", "0000:b1:00.0", "0c42:a103:0012:3457"},
-                                std::tuple{"mlx5_0", "0000:17:00.0", "0c42:a103:0012:3456"}}) {
-    fs::path pci = root / "devices/pci0000:00" / bus;
-    write(pci / "net" / (std::string("ens_") + dev) / "dev_port", "0");
-    write(pci / "infiniband_port_dummy", "");
-    fs::create_directories(root / "class/infiniband");
-    fs::create_directory_symlink(pci, root / "class/infiniband" / dev);
-    write(root / "class/infiniband" / dev / "sys_image_guid", guid);
-    write(root / "class/infiniband" / dev / "ports/1/rate", "400 Gb/sec (4X NDR)");
-    write(root / "class/infiniband" / dev / "ports/1/state", "4: ACTIVE");
-    fs::create_directory_symlink(pci, pci / "device");
+  // Two single-port NICs, the second without a netdev, laid out as the kernel does.
+  for (auto [dev, bus, guid, netdev] :
+       {std::tuple{"mlx5_1", "0000:b1:00.0", "0c42:a103:0012:3457", ""},
+        std::tuple{"mlx5_0", "0000:17:00.0", "0c42:a103:0012:3456", "ens_mlx5_0"}}) {
+    fs::path pci = root / "sys/devices/pci0000:00" / bus;
+    fs::path ib = pci / "infiniband" / dev;
+    write(ib / "sys_image_guid", guid);
+    write(ib / "node_guid", guid);
+    write(ib / "ports/1/rate", "400 Gb/sec (4X NDR)");
+    write(ib / "ports/1/state", "4: ACTIVE");
+    fs::create_directory_symlink("../..", ib / "device");
+    if (*netdev) write(pci / "net" / netdev / "dev_port", "0");
+    fs::create_directories(root / "sys/class/infiniband");
+    fs::create_directory_symlink(ib, root / "sys/class/infiniband" / dev);
+    fs::create_directories(root / "sys/bus/pci/devices");
+    fs::create_directory_symlink(pci, root / "sys/bus/pci/devices" / bus);
   }
-  auto ports = discover_rdma_ports(root.string());
+  astral::topo::sysfs::Root sysroot(root.string());
+  auto devices = astral::topo::sysfs::read_ib_devices(sysroot);
+  REQUIRE(devices.size() == 2);
+  astral::topo::Node node;
+  node.nics.resize(2);
+  node.nics[0].name = "mlx5_0";
+  node.nics[0].rail = 0;
+  node.nics[1].name = "mlx5_1";
+  node.nics[1].rail = 1;
+  auto ports = rdma_ports_from(sysroot, devices, &node);
+  auto without_model = rdma_ports_from(sysroot, devices, nullptr);
   fs::remove_all(root);
   REQUIRE(ports.size() == 2);
-  CHECK(ports[0].device == "mlx5_0");
+  CHECK(ports[0].device == "mlx5_0");  // PCI order
   CHECK(ports[0].rail == 0);
   CHECK(ports[0].netdev == "ens_mlx5_0");
   CHECK(ports[0].guid == 0x0c42a10300123456ULL);
@@ -180,6 +197,9 @@ TEST_CASE("sysfs discovery of RDMA ports and PCI paths", "[plugin][unit]") {
   CHECK(fs::path(ports[0].pci_path).filename() == "0000:17:00.0");
   CHECK(ports[1].device == "mlx5_1");
   CHECK(ports[1].rail == 1);
+  CHECK(ports[1].netdev.empty());
+  REQUIRE(without_model.size() == 2);
+  CHECK(without_model[0].rail == -1);  // no node model: no rails invented
 
   CHECK(nearest_pci_path("/sys/devices/pci0000:00/0000:00:03.0/virtio2") ==
         "/sys/devices/pci0000:00/0000:00:03.0");

@@ -12,6 +12,9 @@
 #include <map>
 #include <set>
 
+#include "astral/topo/node.hpp"
+#include "astral/topo/sysfs.hpp"
+
 namespace astral::plugin {
 namespace fs = std::filesystem;
 namespace {
@@ -37,15 +40,6 @@ uint64_t parse_guid(std::string text) {
   text.erase(std::remove(text.begin(), text.end(), ':'), text.end());
   try {
     return text.empty() ? 0 : std::stoull(text, nullptr, 16);
-  } catch (const std::exception&) {
-    return 0;
-  }
-}
-
-// "100 Gb/sec (4X EDR)" -> 100000 Mbps
-int parse_rate_mbps(const std::string& text) {
-  try {
-    return static_cast<int>(std::stod(text) * 1000);
   } catch (const std::exception&) {
     return 0;
   }
@@ -83,46 +77,60 @@ std::string nearest_pci_path(const std::string& device_path) {
   return {};
 }
 
-std::vector<RdmaPort> discover_rdma_ports(const std::string& sysfs_root) {
+std::vector<RdmaPort> rdma_ports_from(const topo::sysfs::Root& root,
+                                      const std::vector<topo::sysfs::IbDevice>& devices,
+                                      const topo::Node* node) {
   std::vector<RdmaPort> ports;
-  std::error_code ec;
-  fs::path class_dir = fs::path(sysfs_root) / "class/infiniband";
-  for (const auto& entry : fs::directory_iterator(class_dir, ec)) {
-    fs::path dev = entry.path();
-    std::string pci = nearest_pci_path(canonical_or_empty(dev / "device"));
-    uint64_t guid = parse_guid(read_line(dev / "sys_image_guid"));
-    // Netdevs of the NIC's PCI function, keyed by dev_port (0-based port index).
+  for (const auto& dev : devices) {
+    fs::path dir = root.sys("class/infiniband/" + dev.name);
+    std::string pci_path;
+    if (dev.pci) pci_path = topo::sysfs::read_pci_device(root, *dev.pci).sysfs_path;
+    // sys_image_guid names the chip (shared by its ports and functions), as NCCL's IB code uses.
+    uint64_t guid = parse_guid(read_line(dir / "sys_image_guid"));
+    if (guid == 0) guid = parse_guid(dev.node_guid);
+    // Netdevs of the NIC's PCI function, by dev_port (0-based port index).
     std::map<int, std::string> netdevs;
-    for (const auto& net : fs::directory_iterator(dev / "device/net", ec)) {
+    std::error_code ec;
+    for (const auto& net : fs::directory_iterator(dir / "device/net", ec)) {
       netdevs[read_int(net.path() / "dev_port", 0)] = net.path().filename().string();
     }
-    for (const auto& port_dir : fs::directory_iterator(dev / "ports", ec)) {
+    const topo::Nic* nic = node ? node->nic_by_name(dev.name) : nullptr;
+    for (const auto& p : dev.ports) {
       RdmaPort port;
-      port.device = dev.filename().string();
-      try {
-        port.port = std::stoi(port_dir.path().filename().string());
-      } catch (const std::exception&) {
-        continue;
-      }
-      port.pci_path = pci;
+      port.device = dev.name;
+      port.port = p.number;
+      port.pci_path = pci_path;
       port.guid = guid;
-      port.speed_mbps = parse_rate_mbps(read_line(port_dir.path() / "rate"));
-      port.active = read_line(port_dir.path() / "state").find("ACTIVE") != std::string::npos;
-      if (auto it = netdevs.find(port.port - 1); it != netdevs.end()) {
+      port.speed_mbps = static_cast<int>(p.rate_gbps * 1000);
+      port.active = p.state_code == 4;
+      if (auto it = netdevs.find(p.number - 1); it != netdevs.end()) {
         port.netdev = it->second;
       } else if (netdevs.size() == 1) {
         port.netdev = netdevs.begin()->second;
+      } else if (nic) {
+        port.netdev = nic->netdev;
       }
+      port.rail = nic ? nic->rail : -1;
       ports.push_back(std::move(port));
     }
   }
-  std::sort(ports.begin(), ports.end(), [](const RdmaPort& a, const RdmaPort& b) {
-    return std::tie(a.pci_path, a.device, a.port) < std::tie(b.pci_path, b.device, b.port);
+  std::stable_sort(ports.begin(), ports.end(), [](const RdmaPort& a, const RdmaPort& b) {
+    return std::tie(a.pci_path, a.port) < std::tie(b.pci_path, b.port);
   });
-  // One rail per NIC port, in PCI order: identical nodes give identical numbering.
-  int rail = 0;
-  for (auto& port : ports) port.rail = rail++;
   return ports;
+}
+
+std::vector<RdmaPort> discover_rdma_ports(std::string* why_no_rails) {
+  topo::sysfs::Root root("/");
+  auto devices = topo::sysfs::read_ib_devices(root);
+  if (devices.empty()) return {};  // no RDMA NIC: no need for the node model
+  try {
+    topo::Node node = topo::discover_live();
+    return rdma_ports_from(root, devices, &node);
+  } catch (const std::exception& e) {
+    if (why_no_rails) *why_no_rails = e.what();
+    return rdma_ports_from(root, devices, nullptr);
+  }
 }
 
 std::vector<NetInterface> list_interfaces(int family, const std::string& sysfs_root) {
@@ -146,6 +154,7 @@ std::vector<NetInterface> list_interfaces(int family, const std::string& sysfs_r
       std::memcpy(&iface.address, ifa->ifa_addr, iface.address_len);
       iface.loopback = (ifa->ifa_flags & IFF_LOOPBACK) != 0;
       fs::path sys = fs::path(sysfs_root) / "class/net" / iface.name;
+      // The PCI function above the netdev (virtio and similar sit one level below it).
       iface.pci_path = nearest_pci_path(canonical_or_empty(sys / "device"));
       iface.speed_mbps = read_int(sys / "speed", -1);
       iface.dev_port = read_int(sys / "dev_port", 0);

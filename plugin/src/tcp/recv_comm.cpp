@@ -39,12 +39,13 @@ ncclResult_t TcpRecvComm::irecv(int n, void* const* data, const size_t* sizes, c
   r->comm = this;
   r->n = n;
   r->unmatched = r->incomplete = n;
-  int64_t now = monotonic_ns();
+  auto* obs = conn_.observer();
+  int64_t now = obs || (unmatched_.empty() && !mid_message()) ? monotonic_ns() : 0;
   for (int i = 0; i < n; ++i) {
     r->slots[i] = RecvRequest::Slot{static_cast<uint8_t*>(data[i]), sizes[i], tags[i], false, 0};
     r->transfers[i] = TransferInfo{&conn_.info(), false, tags[i], i, sizes[i], 0, now, 0,
                                    phandles ? phandles[i] : nullptr};
-    if (auto* obs = conn_.observer()) obs->on_posted(r->transfers[i]);
+    if (obs) obs->on_posted(r->transfers[i]);
   }
   if (unmatched_.empty() && !mid_message()) last_progress_ns_ = now;
   unmatched_.push_back(r);

@@ -41,10 +41,12 @@ ncclResult_t TcpSendComm::isend(const void* data, size_t size, int tag, void* ph
   r->header = MessageHeader{size, tag, next_sequence_++};
   r->parts_left = 1;  // stream 0 always carries the header
   for (int k = 1; k < r->layout.parts; ++k) r->parts_left += r->layout.length(k) > 0;
-  r->transfer = TransferInfo{&conn_.info(), true, tag, 0, size, r->header.sequence,
-                             monotonic_ns(), 0, phandle};
+  r->transfer = TransferInfo{&conn_.info(), true, tag, 0, size, r->header.sequence, 0, 0, phandle};
   queue_.push_back(r);
-  if (auto* obs = conn_.observer()) obs->on_posted(r->transfer);
+  if (auto* obs = conn_.observer()) {
+    r->transfer.posted_ns = monotonic_ns();  // timestamps only when someone listens
+    obs->on_posted(r->transfer);
+  }
   *request = r;
   // Start moving bytes now: a small message usually leaves in this call.
   return progress();

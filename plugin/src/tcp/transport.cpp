@@ -128,8 +128,12 @@ std::unique_ptr<Transport> make_transport(const Config& config, std::string* why
     return nullptr;
   }
   IfnameFilter filter = IfnameFilter::parse(config.socket_ifname);
-  auto devices = select_devices(list_interfaces(config.address_family), discover_rdma_ports(),
-                                filter, why);
+  std::string why_no_rails;
+  auto rdma_ports = discover_rdma_ports(&why_no_rails);
+  if (!why_no_rails.empty()) {
+    ASTRAL_INFO("RDMA NICs found but no node model ({}); devices get no rails", why_no_rails);
+  }
+  auto devices = select_devices(list_interfaces(config.address_family), rdma_ports, filter, why);
   return std::make_unique<tcp::TcpTransport>(config, std::move(devices));
 }
 

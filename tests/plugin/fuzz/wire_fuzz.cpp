@@ -1,6 +1,7 @@
 // Fuzzes the TCP transport's handshake and header checks with arbitrary bytes: whatever a stray
 // or hostile connection sends must be rejected or accepted without a crash or an out-of-range
 // read, and only the right secret may pass.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -9,24 +10,32 @@
 
 using namespace astral::plugin::tcp;
 
+namespace {
+// Copies what there is of `size` bytes into `out` (the rest stays zero).
+template <typename T>
+void load(T& out, const uint8_t* data, size_t size) {
+  if (size > 0) std::memcpy(&out, data, std::min(size, sizeof out));
+}
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Secret secret{};
   for (size_t i = 0; i < secret.size(); ++i) secret[i] = static_cast<uint8_t>(i * 7 + 1);
   std::string why;
 
   Hello hello{};
-  std::memcpy(&hello, data, std::min(size, sizeof hello));
+  load(hello, data, size);
   bool accepted = check_hello(hello, secret, &why);
   if (accepted && (!secrets_equal(hello.secret, secret) || hello.stream_index >= hello.stream_count)) {
     __builtin_trap();
   }
 
   Ack ack{};
-  std::memcpy(&ack, data, std::min(size, sizeof ack));
+  load(ack, data, size);
   check_ack(ack, 42, &why);
 
   ListenHandle handle{};
-  std::memcpy(&handle, data, std::min(size, sizeof handle));
+  load(handle, data, size);
   check_handle(handle, &why);
 
   if (size >= 12) {

@@ -22,7 +22,7 @@ inline void fill_pattern(void* buffer, size_t size, uint64_t seed) {
     std::memcpy(bytes + i * 8, &w, 8);
   }
   uint64_t tail = pattern_word(seed, words);
-  std::memcpy(bytes + words * 8, &tail, size % 8);
+  if (size % 8) std::memcpy(bytes + words * 8, &tail, size % 8);
 }
 
 // Offset of the first wrong byte, or SIZE_MAX when the buffer matches.
@@ -34,7 +34,7 @@ inline size_t check_pattern(const void* buffer, size_t size, uint64_t seed) {
     if (std::memcmp(bytes + i * 8, &w, 8) != 0) return i * 8;
   }
   uint64_t tail = pattern_word(seed, words);
-  if (std::memcmp(bytes + words * 8, &tail, size % 8) != 0) return words * 8;
+  if (size % 8 && std::memcmp(bytes + words * 8, &tail, size % 8) != 0) return words * 8;
   return SIZE_MAX;
 }
 
