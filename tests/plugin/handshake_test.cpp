@@ -67,19 +67,6 @@ wire::Hello valid_hello(const wire::ListenHandle& h) {
   return hello;
 }
 
-void exchange_one_message(const ncclNet_v11_t& net, CommPair pair) {
-  uint64_t out = 0xfeedface, in = 0;
-  void* data = &in;
-  size_t size = sizeof in;
-  int tag = 0;
-  void *rreq = nullptr, *sreq = nullptr;
-  REQUIRE(net.irecv(pair.recv, 1, &data, &size, &tag, nullptr, nullptr, &rreq) == ncclSuccess);
-  REQUIRE(net.isend(pair.send, &out, sizeof out, 0, nullptr, nullptr, &sreq) == ncclSuccess);
-  REQUIRE(wait_request(net, rreq, nullptr) == ncclSuccess);
-  REQUIRE(wait_request(net, sreq, nullptr) == ncclSuccess);
-  CHECK(in == out);
-}
-
 }  // namespace
 
 TEST_CASE("garbage on the listen port is dropped and the real peer still connects",

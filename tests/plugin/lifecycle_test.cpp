@@ -24,16 +24,7 @@ int threads() { return count_entries("/proc/self/task"); }
 
 void one_message(const ncclNet_v11_t& net, void* ctx) {
   CommPair pair = connect_pair(net, ctx);
-  int out = 42, in = 0;
-  void* data = &in;
-  size_t size = sizeof in;
-  int tag = 0;
-  void *rreq = nullptr, *sreq = nullptr;
-  REQUIRE(net.irecv(pair.recv, 1, &data, &size, &tag, nullptr, nullptr, &rreq) == ncclSuccess);
-  REQUIRE(net.isend(pair.send, &out, sizeof out, 0, nullptr, nullptr, &sreq) == ncclSuccess);
-  REQUIRE(wait_request(net, rreq, nullptr) == ncclSuccess);
-  REQUIRE(wait_request(net, sreq, nullptr) == ncclSuccess);
-  CHECK(in == 42);
+  exchange_one_message(net, pair);
   net.closeSend(pair.send);
   net.closeRecv(pair.recv);
 }

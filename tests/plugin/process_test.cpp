@@ -22,8 +22,12 @@ std::string handle_line(const void* handle) {
   return "handle " + to_hex(handle, NCCL_NET_HANDLE_MAXSIZE);
 }
 
-// Accepts (or connects) on this side while the child does the other half.
-void* accept_from(const ncclNet_v11_t& net, void* listen_comm) {
+// Listens, hands the child the handle on its stdin and accepts its connection.
+void* accept_from(const ncclNet_v11_t& net, void* ctx, Child& peer) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* listen_comm = nullptr;
+  REQUIRE(net.listen(ctx, 0, handle, &listen_comm) == ncclSuccess);
+  peer.write_line(handle_line(handle));
   void* recv_comm = nullptr;
   auto deadline = Clock::now() + std::chrono::seconds(30);
   while (!recv_comm) {
@@ -102,11 +106,7 @@ TEST_CASE("two processes: the peer sends, this side receives and verifies", "[pl
   std::vector<std::string> argv = {ASTRAL_PLUGIN_PEER, "send"};
   argv.insert(argv.end(), sizes.begin(), sizes.end());
   Child peer(argv, kPeerEnv);
-  char handle[NCCL_NET_HANDLE_MAXSIZE];
-  void* listen_comm = nullptr;
-  REQUIRE(p.net.listen(p.ctx, 0, handle, &listen_comm) == ncclSuccess);
-  peer.write_line(handle_line(handle));
-  void* recv_comm = accept_from(p.net, listen_comm);
+  void* recv_comm = accept_from(p.net, p.ctx, peer);
   for (size_t i = 0; i < sizes.size(); ++i) {
     size_t size = std::stoull(sizes[i]) << (sizes[i].back() == 'M' ? 20 : 0);
     std::vector<uint8_t> buffer(size + 1);
@@ -128,11 +128,7 @@ TEST_CASE("two processes: the peer sends, this side receives and verifies", "[pl
 TEST_CASE("the sending peer killed mid-message: the receive fails, no hang", "[plugin][process]") {
   PluginContext p;
   Child peer({ASTRAL_PLUGIN_PEER, "send", "--hold", "64M"}, kPeerEnv);
-  char handle[NCCL_NET_HANDLE_MAXSIZE];
-  void* listen_comm = nullptr;
-  REQUIRE(p.net.listen(p.ctx, 0, handle, &listen_comm) == ncclSuccess);
-  peer.write_line(handle_line(handle));
-  void* recv_comm = accept_from(p.net, listen_comm);
+  void* recv_comm = accept_from(p.net, p.ctx, peer);
   std::vector<uint8_t> buffer(64 << 20);
   void* data = buffer.data();
   size_t capacity = buffer.size();
@@ -177,11 +173,7 @@ TEST_CASE("a peer silent mid-message past ASTRAL_TCP_TIMEOUT_MS fails the receiv
   ScopedEnv timeout("ASTRAL_TCP_TIMEOUT_MS", "700");
   PluginContext p;
   Child peer({ASTRAL_PLUGIN_PEER, "send", "--hold", "64M"}, kPeerEnv);
-  char handle[NCCL_NET_HANDLE_MAXSIZE];
-  void* listen_comm = nullptr;
-  REQUIRE(p.net.listen(p.ctx, 0, handle, &listen_comm) == ncclSuccess);
-  peer.write_line(handle_line(handle));
-  void* recv_comm = accept_from(p.net, listen_comm);
+  void* recv_comm = accept_from(p.net, p.ctx, peer);
   REQUIRE(peer.read_line() == "posted");
   peer.signal(SIGSTOP);  // alive, connection open, but sends nothing more
   std::vector<uint8_t> buffer(64 << 20);

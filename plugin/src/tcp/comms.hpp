@@ -25,6 +25,29 @@ inline constexpr int kMaxRequestsPerComm = NCCL_NET_MAX_REQUESTS * 8;
 class TcpSendComm;
 class TcpRecvComm;
 
+// Requests live in a deque (stable addresses: NCCL holds pointers) and are recycled.
+template <typename T>
+class RequestPool {
+ public:
+  // A fresh request, or null when kMaxRequestsPerComm are in use (NCCL then retries).
+  T* acquire() {
+    T* r = nullptr;
+    if (!free_.empty()) {
+      r = free_.back();
+      free_.pop_back();
+    } else if (all_.size() < kMaxRequestsPerComm) {
+      r = &all_.emplace_back();
+    }
+    if (r) *r = T{};
+    return r;
+  }
+  void release(T* r) { free_.push_back(r); }
+
+ private:
+  std::deque<T> all_;
+  std::vector<T*> free_;
+};
+
 struct SendRequest final : Request {
   ncclResult_t test(int* done, int* sizes) override;
 
@@ -59,8 +82,7 @@ class TcpSendComm final : public SendComm {
   uint64_t queue_end() const { return queue_base_ + queue_.size(); }
 
   Connection conn_;
-  std::deque<SendRequest> pool_;
-  std::vector<SendRequest*> free_;
+  RequestPool<SendRequest> pool_;
   std::deque<SendRequest*> queue_;  // posted, not yet fully written
   uint64_t queue_base_ = 0;         // index of queue_.front()
   std::array<uint64_t, kMaxWireStreams> cursor_{};  // next message index per stream
@@ -116,8 +138,7 @@ class TcpRecvComm final : public RecvComm {
   uint64_t incoming_end() const { return incoming_base_ + incoming_.size(); }
 
   Connection conn_;
-  std::deque<RecvRequest> pool_;
-  std::vector<RecvRequest*> free_;
+  RequestPool<RecvRequest> pool_;
   std::deque<RecvRequest*> unmatched_;  // posted receives with slots still waiting for a header
   std::deque<Incoming> incoming_;
   uint64_t incoming_base_ = 0;

@@ -16,6 +16,26 @@ int64_t monotonic_ns() {
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+ConnectionSetup describe_connection(bool sender, const NetDevice& device, int device_index,
+                                    int remote_rail, uint64_t connection_id,
+                                    const std::string& peer, int timeout_ms, uint64_t stripe_min) {
+  ConnectionSetup setup;
+  setup.sender = sender;
+  setup.device = device_index;
+  setup.device_name = device.name;
+  setup.local_rail = device.rail;
+  setup.remote_rail = remote_rail;
+  setup.connection_id = connection_id;
+  setup.timeout_ms = timeout_ms;
+  setup.stripe_min = stripe_min;
+  if (device.rail >= 0 && remote_rail >= 0 && device.rail != remote_rail) {
+    ASTRAL_INFO("{} {} crosses rails: rail {} on {} here, rail {} there",
+                sender ? "connection to" : "connection from", peer, device.rail, device.name,
+                remote_rail);
+  }
+  return setup;
+}
+
 Connection::Connection(std::shared_ptr<NetContext> ctx, std::vector<Fd> streams,
                        const ConnectionSetup& setup)
     : ctx_(std::move(ctx)),

@@ -11,6 +11,7 @@
 #include "abi/nccl_common.h"
 #include "astral/plugin/observer.hpp"
 #include "core/context.hpp"
+#include "core/device_table.hpp"
 #include "tcp/socket.hpp"
 
 namespace astral::plugin::tcp {
@@ -27,6 +28,12 @@ struct ConnectionSetup {
   int timeout_ms = 30000;
   uint64_t stripe_min = 1 << 20;
 };
+
+// The setup of a connection on local `device` to a peer on `remote_rail`; says once, at INFO,
+// when the connection crosses rails (NCCL should keep each rail to itself).
+ConnectionSetup describe_connection(bool sender, const NetDevice& device, int device_index,
+                                    int remote_rail, uint64_t connection_id,
+                                    const std::string& peer, int timeout_ms, uint64_t stripe_min);
 
 class Connection {
  public:

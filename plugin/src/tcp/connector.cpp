@@ -114,19 +114,8 @@ ncclResult_t TcpConnector::poll(std::unique_ptr<SendComm>* send_comm) {
     configure_stream(s.fd.get(), timeout_ms_, traffic_class_);
     fds.push_back(std::move(s.fd));
   }
-  ConnectionSetup setup;
-  setup.sender = true;
-  setup.device = device_index_;
-  setup.device_name = device_.name;
-  setup.local_rail = device_.rail;
-  setup.remote_rail = ack_.rail;
-  setup.connection_id = hello_.connection_id;
-  setup.timeout_ms = timeout_ms_;
-  setup.stripe_min = stripe_min_;
-  if (device_.rail >= 0 && ack_.rail >= 0 && device_.rail != ack_.rail) {
-    ASTRAL_INFO("connection to {} crosses rails: our rail {} on {} -> its rail {}", remote_,
-                device_.rail, device_.name, ack_.rail);
-  }
+  auto setup = describe_connection(true, device_, device_index_, ack_.rail, hello_.connection_id,
+                                   remote_, timeout_ms_, stripe_min_);
   *send_comm = std::make_unique<TcpSendComm>(ctx_, std::move(fds), setup);
   return ncclSuccess;
 }

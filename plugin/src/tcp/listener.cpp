@@ -145,19 +145,8 @@ ncclResult_t TcpListenComm::accept(std::unique_ptr<RecvComm>* recv_comm) {
     if (g.ack_sent < sizeof(Ack)) continue;
 
     for (auto& s : g.streams) configure_stream(s.get(), timeout_ms_, ctx_->traffic_class);
-    ConnectionSetup setup;
-    setup.sender = false;
-    setup.device = device_index_;
-    setup.device_name = device_.name;
-    setup.local_rail = device_.rail;
-    setup.remote_rail = g.rail;
-    setup.connection_id = g.connection_id;
-    setup.timeout_ms = timeout_ms_;
-    setup.stripe_min = stripe_min_;
-    if (device_.rail >= 0 && g.rail >= 0 && device_.rail != g.rail) {
-      ASTRAL_INFO("connection from {} crosses rails: its rail {} -> our rail {} on {}", g.peer,
-                  g.rail, device_.rail, device_.name);
-    }
+    auto setup = describe_connection(false, device_, device_index_, g.rail, g.connection_id,
+                                     g.peer, timeout_ms_, stripe_min_);
     *recv_comm = std::make_unique<TcpRecvComm>(ctx_, std::move(g.streams), setup);
     groups_.erase(groups_.begin() + static_cast<long>(i));
     return ncclSuccess;

@@ -26,28 +26,19 @@ ncclResult_t TcpRecvComm::irecv(int n, void* const* data, const size_t* sizes, c
   std::lock_guard lock(conn_.mutex());
   *request = nullptr;
   if (conn_.failed()) return conn_.failure();
-  RecvRequest* r;
-  if (!free_.empty()) {
-    r = free_.back();
-    free_.pop_back();
-  } else if (pool_.size() < kMaxRequestsPerComm) {
-    r = &pool_.emplace_back();
-  } else {
-    return ncclSuccess;  // NCCL retries later
-  }
-  *r = RecvRequest{};
+  RecvRequest* r = pool_.acquire();
+  if (!r) return ncclSuccess;  // all in use: NCCL retries later
   r->comm = this;
   r->n = n;
   r->unmatched = r->incomplete = n;
   auto* obs = conn_.observer();
-  int64_t now = obs || (unmatched_.empty() && !mid_message()) ? monotonic_ns() : 0;
+  int64_t now = obs ? monotonic_ns() : 0;  // timestamps only when someone listens
   for (int i = 0; i < n; ++i) {
     r->slots[i] = RecvRequest::Slot{static_cast<uint8_t*>(data[i]), sizes[i], tags[i], false, 0};
     r->transfers[i] = TransferInfo{&conn_.info(), false, tags[i], i, sizes[i], 0, now, 0,
                                    phandles ? phandles[i] : nullptr};
     if (obs) obs->on_posted(r->transfers[i]);
   }
-  if (unmatched_.empty() && !mid_message()) last_progress_ns_ = now;
   unmatched_.push_back(r);
   *request = r;
   return progress();
@@ -67,7 +58,7 @@ ncclResult_t TcpRecvComm::test(RecvRequest* r, int* done, int* sizes) {
   // Reusable at once: an Incoming entry that still points here (behind an unfinished striped
   // message) has every part received and never touches its request again.
   r->reported = true;
-  free_.push_back(r);
+  pool_.release(r);
   return ncclSuccess;
 }
 
@@ -106,14 +97,17 @@ ncclResult_t TcpRecvComm::progress() {
 
   // Silence in the middle of a message for longer than the timeout: the peer is stopped or the
   // path is black-holed. (An idle peer between messages is normal; keepalive covers a dead host.)
-  int64_t now = monotonic_ns();
+  // A message starts with bytes read, so the clock is read only when bytes moved or one is open.
   if (bytes_in_ != bytes_before) {
-    last_progress_ns_ = now;
-  } else if (mid_message() && now - last_progress_ns_ > int64_t(conn_.timeout_ms()) * 1000000) {
-    return conn_.fail(ncclRemoteError, true,
-                      fmt::format("peer sent nothing for {} ms in the middle of a message "
-                                  "(ASTRAL_TCP_TIMEOUT_MS)",
-                                  (now - last_progress_ns_) / 1000000));
+    last_progress_ns_ = monotonic_ns();
+  } else if (mid_message()) {
+    int64_t silent_ns = monotonic_ns() - last_progress_ns_;
+    if (silent_ns > int64_t(conn_.timeout_ms()) * 1000000) {
+      return conn_.fail(ncclRemoteError, true,
+                        fmt::format("peer sent nothing for {} ms in the middle of a message "
+                                    "(ASTRAL_TCP_TIMEOUT_MS)",
+                                    silent_ns / 1000000));
+    }
   }
   return ncclSuccess;
 }

@@ -25,16 +25,8 @@ ncclResult_t TcpSendComm::isend(const void* data, size_t size, int tag, void* ph
   std::lock_guard lock(conn_.mutex());
   *request = nullptr;
   if (conn_.failed()) return conn_.failure();
-  SendRequest* r;
-  if (!free_.empty()) {
-    r = free_.back();
-    free_.pop_back();
-  } else if (pool_.size() < kMaxRequestsPerComm) {
-    r = &pool_.emplace_back();
-  } else {
-    return ncclSuccess;  // NCCL retries later
-  }
-  *r = SendRequest{};
+  SendRequest* r = pool_.acquire();
+  if (!r) return ncclSuccess;  // all in use: NCCL retries later
   r->comm = this;
   r->data = static_cast<const uint8_t*>(data);
   r->layout = stripe_layout(size, conn_.stream_count(), conn_.stripe_min());
@@ -67,7 +59,7 @@ ncclResult_t TcpSendComm::test(SendRequest* r, int* done, int* sizes) {
 }
 
 void TcpSendComm::recycle(SendRequest* r) {
-  if (r->reported && r->retired) free_.push_back(r);
+  if (r->reported && r->retired) pool_.release(r);
 }
 
 void TcpSendComm::part_finished(SendRequest* r) {

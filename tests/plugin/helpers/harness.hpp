@@ -162,6 +162,21 @@ inline CommPair connect_pair(const ncclNet_v11_t& net, void* ctx, int dev = 0,
   return pair;
 }
 
+// One 8-byte message through `pair`, checked; throws on any failure.
+inline void exchange_one_message(const ncclNet_v11_t& net, CommPair pair) {
+  uint64_t out = 0xfeedface12345678ULL, in = 0;
+  void* data = &in;
+  size_t size = sizeof in;
+  int tag = 0;
+  void *rreq = nullptr, *sreq = nullptr;
+  if (net.irecv(pair.recv, 1, &data, &size, &tag, nullptr, nullptr, &rreq) != ncclSuccess ||
+      net.isend(pair.send, &out, sizeof out, 0, nullptr, nullptr, &sreq) != ncclSuccess ||
+      !rreq || !sreq || wait_request(net, rreq, nullptr) != ncclSuccess ||
+      wait_request(net, sreq, nullptr) != ncclSuccess || in != out) {
+    throw std::runtime_error("one message did not make it: " + LogCapture::dump());
+  }
+}
+
 inline std::string to_hex(const void* data, size_t size) {
   static const char* digits = "0123456789abcdef";
   std::string out;
