@@ -1,0 +1,352 @@
+// The only file that knows NCCL's net plugin versions. It exports ncclNetPlugin_v11 (NCCL 2.28+,
+// per-communicator contexts), _v10, _v9 and _v8 (NCCL 2.19-2.27, one process-wide context), maps
+// each call onto the version-neutral core (astral/plugin/net.hpp), converts arguments and
+// properties, and turns every exception into an ncclResult_t: nothing is thrown across NCCL.
+#include <mutex>
+#include <new>
+
+#include "abi/net_v10.h"
+#include "abi/net_v11.h"
+#include "abi/net_v8.h"
+#include "abi/net_v9.h"
+#include "astral/plugin/net.hpp"
+#include "core/log.hpp"
+
+#define ASTRAL_EXPORT __attribute__((visibility("default")))
+
+namespace {
+namespace net = astral::plugin::net;
+
+template <typename Call>
+ncclResult_t guarded(const char* name, Call&& call) noexcept {
+  try {
+    ncclResult_t result = call();
+    return result == ncclInProgress ? ncclInternalError : result;  // never reaches NCCL
+  } catch (const std::bad_alloc&) {
+    ASTRAL_WARN("{}: out of memory", name);
+    return ncclSystemError;
+  } catch (const std::exception& e) {
+    ASTRAL_WARN("{}: {}", name, e.what());
+    return ncclInternalError;
+  } catch (...) {
+    ASTRAL_WARN("{}: unknown exception", name);
+    return ncclInternalError;
+  }
+}
+
+// ---- calls shared by every version -------------------------------------------------------------
+
+ncclResult_t devices(int* ndev) {
+  return guarded("devices", [&] { return net::devices(ndev); });
+}
+ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_v11_t** dev_comm) {
+  return guarded("accept", [&] {
+    if (dev_comm) *dev_comm = nullptr;  // host plugin: no device offload
+    return net::accept(listen_comm, recv_comm);
+  });
+}
+ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  return guarded("regMr", [&] { return net::reg_mr(comm, data, size, type, mhandle); });
+}
+ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t, int,
+                           void** mhandle) {
+  // DMA-BUF is never advertised, so NCCL should not call this; host memory needs nothing anyway.
+  return guarded("regMrDmaBuf", [&] { return net::reg_mr(comm, data, size, type, mhandle); });
+}
+ncclResult_t dereg_mr(void* comm, void* mhandle) {
+  return guarded("deregMr", [&] { return net::dereg_mr(comm, mhandle); });
+}
+ncclResult_t isend(void* comm, void* data, size_t size, int tag, void*, void* phandle,
+                   void** request) {
+  return guarded("isend", [&] { return net::isend(comm, data, size, tag, phandle, request); });
+}
+ncclResult_t irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void**,
+                   void** phandles, void** request) {
+  return guarded("irecv", [&] {
+    return net::irecv(comm, n, data, sizes, tags, phandles, request);
+  });
+}
+ncclResult_t iflush(void* comm, int n, void** data, int* sizes, void**, void** request) {
+  return guarded("iflush", [&] { return net::iflush(comm, n, data, sizes, request); });
+}
+ncclResult_t test(void* request, int* done, int* sizes) {
+  return guarded("test", [&] { return net::test(request, done, sizes); });
+}
+ncclResult_t close_send(void* comm) {
+  return guarded("closeSend", [&] { return net::close_send(comm); });
+}
+ncclResult_t close_recv(void* comm) {
+  return guarded("closeRecv", [&] { return net::close_recv(comm); });
+}
+ncclResult_t close_listen(void* comm) {
+  return guarded("closeListen", [&] { return net::close_listen(comm); });
+}
+
+// Properties: the v11 layout is the superset; older layouts take a subset.
+ncclResult_t properties_v11(int dev, ncclNetProperties_v11_t* props) {
+  return guarded("getProperties", [&] {
+    net::DeviceProperties p;
+    ncclResult_t res = net::get_properties(dev, &p);
+    if (res != ncclSuccess) return res;
+    *props = ncclNetProperties_v11_t{};
+    props->name = const_cast<char*>(p.name);
+    props->pciPath = const_cast<char*>(p.pci_path);
+    props->guid = p.guid;
+    props->ptrSupport = p.ptr_support;
+    props->regIsGlobal = p.reg_is_global;
+    props->forceFlush = p.force_flush;
+    props->speed = p.speed_mbps;
+    props->port = p.port;
+    props->latency = p.latency_us;
+    props->maxComms = p.max_comms;
+    props->maxRecvs = p.max_recvs;
+    props->netDeviceType = NCCL_NET_DEVICE_HOST;
+    props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+    props->vProps.ndevs = 1;  // a physical device is a vNIC of itself
+    props->vProps.devs[0] = dev;
+    props->maxP2pBytes = p.max_p2p_bytes;
+    props->maxCollBytes = p.max_coll_bytes;
+    props->maxMultiRequestSize = 1;
+    return ncclSuccess;
+  });
+}
+
+template <typename Props>
+ncclResult_t properties_v9_v10(int dev, Props* props) {
+  ncclNetProperties_v11_t p;
+  ncclResult_t res = properties_v11(dev, &p);
+  if (res != ncclSuccess) return res;
+  *props = Props{p.name,     p.pciPath,       p.guid,          p.ptrSupport,       p.regIsGlobal,
+                 p.forceFlush, p.speed,       p.port,          p.latency,          p.maxComms,
+                 p.maxRecvs, p.netDeviceType, p.netDeviceVersion, {p.vProps.ndevs, {dev}},
+                 p.maxP2pBytes, p.maxCollBytes};
+  return ncclSuccess;
+}
+
+ncclResult_t properties_v8(int dev, ncclNetProperties_v8_t* props) {
+  ncclNetProperties_v11_t p;
+  ncclResult_t res = properties_v11(dev, &p);
+  if (res != ncclSuccess) return res;
+  *props = ncclNetProperties_v8_t{p.name,  p.pciPath,  p.guid,     p.ptrSupport,
+                                  p.regIsGlobal, p.speed, p.port, p.latency,
+                                  p.maxComms, p.maxRecvs, p.netDeviceType, p.netDeviceVersion};
+  return ncclSuccess;
+}
+
+// ---- v11: a context per communicator -----------------------------------------------------------
+
+ncclResult_t init_v11(void** ctx, uint64_t comm_id, ncclNetCommConfig_v11_t* config,
+                      ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+  return guarded("init", [&] {
+    int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+    return net::init(ctx, comm_id, tc, logger, profiler);
+  });
+}
+ncclResult_t finalize_v11(void* ctx) {
+  return guarded("finalize", [&] { return net::finalize(ctx); });
+}
+ncclResult_t listen_v11(void* ctx, int dev, void* handle, void** listen_comm) {
+  return guarded("listen", [&] { return net::listen(ctx, dev, handle, listen_comm); });
+}
+ncclResult_t connect_v11(void* ctx, int dev, void* handle, void** send_comm,
+                         ncclNetDeviceHandle_v11_t** dev_comm) {
+  return guarded("connect", [&] {
+    if (dev_comm) *dev_comm = nullptr;
+    return net::connect(ctx, dev, handle, NCCL_NET_TRAFFIC_CLASS_UNDEF, send_comm);
+  });
+}
+ncclResult_t set_net_attr_v11(void* ctx, ncclNetAttr_v11_t* attr) {
+  return guarded("setNetAttr", [&] {
+    if (!attr) return ncclSuccess;
+    net::NetAttr a;
+    a.send_max_peers = attr->sendCommAttr.maxConcurrentPeers;
+    a.send_min_peers = attr->sendCommAttr.minConcurrentPeers;
+    a.send_max_flows = attr->sendCommAttr.maxFlowsPerPeer;
+    a.send_min_flows = attr->sendCommAttr.minFlowsPerPeer;
+    a.recv_max_peers = attr->recvCommAttr.maxConcurrentPeers;
+    a.recv_min_peers = attr->recvCommAttr.minConcurrentPeers;
+    a.recv_max_flows = attr->recvCommAttr.maxFlowsPerPeer;
+    a.recv_min_flows = attr->recvCommAttr.minFlowsPerPeer;
+    a.op = attr->op;
+    a.algo = attr->algo;
+    a.proto = attr->proto;
+    return net::set_net_attr(ctx, a);
+  });
+}
+
+// ---- v10 and older: one context for the process, created by the first init ---------------------
+
+constinit std::mutex g_legacy_mutex;
+constinit void* g_legacy_ctx = nullptr;
+
+ncclResult_t init_legacy(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+  return guarded("init", [&] {
+    std::lock_guard lock(g_legacy_mutex);
+    if (g_legacy_ctx) return ncclSuccess;
+    return net::init(&g_legacy_ctx, 0, NCCL_NET_TRAFFIC_CLASS_UNDEF, logger, profiler);
+  });
+}
+// NCCL before 2.28 never finalizes: release the process-wide context when the library is
+// unloaded (dlclose or exit), without logging, since NCCL may be tearing down too.
+__attribute__((destructor)) void release_legacy_context() {
+  std::lock_guard lock(g_legacy_mutex);
+  if (!g_legacy_ctx) return;
+  astral::plugin::set_logger(nullptr);
+  net::finalize(g_legacy_ctx);
+  g_legacy_ctx = nullptr;
+}
+
+void* legacy_ctx() {
+  std::lock_guard lock(g_legacy_mutex);
+  return g_legacy_ctx;
+}
+ncclResult_t init_v10(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+  return init_legacy(logger, profiler);
+}
+ncclResult_t init_v8_v9(ncclDebugLogger_t logger) { return init_legacy(logger, nullptr); }
+ncclResult_t listen_legacy(int dev, void* handle, void** listen_comm) {
+  return listen_v11(legacy_ctx(), dev, handle, listen_comm);
+}
+ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t* config, void* handle,
+                         void** send_comm, ncclNetDeviceHandle_v10_t** dev_comm) {
+  return guarded("connect", [&] {
+    if (dev_comm) *dev_comm = nullptr;
+    int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+    return net::connect(legacy_ctx(), dev, handle, tc, send_comm);
+  });
+}
+ncclResult_t connect_v8_v9(int dev, void* handle, void** send_comm,
+                           ncclNetDeviceHandle_v9_t** dev_comm) {
+  return connect_v11(legacy_ctx(), dev, handle, send_comm, dev_comm);
+}
+ncclResult_t isend_v9(void* comm, void* data, size_t size, int tag, void* mhandle,
+                      void** request) {
+  return isend(comm, data, size, tag, mhandle, nullptr, request);
+}
+ncclResult_t irecv_v9(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                      void** request) {
+  return irecv(comm, n, data, sizes, tags, mhandles, nullptr, request);
+}
+ncclResult_t isend_v8(void* comm, void* data, int size, int tag, void* mhandle,
+                      void** request) {
+  if (size < 0) {
+    ASTRAL_WARN("isend with negative size {}", size);
+    return ncclInternalError;
+  }
+  return isend(comm, data, static_cast<size_t>(size), tag, mhandle, nullptr, request);
+}
+ncclResult_t irecv_v8(void* comm, int n, void** data, int* sizes, int* tags, void** mhandles,
+                      void** request) {
+  if (n < 1 || n > NCCL_NET_MAX_REQUESTS) {
+    ASTRAL_WARN("irecv with {} buffers", n);
+    return ncclInternalError;
+  }
+  size_t wide[NCCL_NET_MAX_REQUESTS];
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] < 0) {
+      ASTRAL_WARN("irecv slot {} with negative size {}", i, sizes[i]);
+      return ncclInternalError;
+    }
+    wide[i] = static_cast<size_t>(sizes[i]);
+  }
+  return irecv(comm, n, data, wide, tags, mhandles, nullptr, request);
+}
+
+}  // namespace
+
+// ---- the exported tables ------------------------------------------------------------------------
+// getDeviceMr and irecvConsumed (device offload) and makeVDevice (vNIC fusion) stay NULL, which
+// NCCL allows; every other member is called unconditionally.
+
+extern "C" ASTRAL_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
+    .name = net::kPluginName,
+    .init = init_v11,
+    .devices = devices,
+    .getProperties = properties_v11,
+    .listen = listen_v11,
+    .connect = connect_v11,
+    .accept = accept,
+    .regMr = reg_mr,
+    .regMrDmaBuf = reg_mr_dmabuf,
+    .deregMr = dereg_mr,
+    .isend = isend,
+    .irecv = irecv,
+    .iflush = iflush,
+    .test = test,
+    .closeSend = close_send,
+    .closeRecv = close_recv,
+    .closeListen = close_listen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+    .finalize = finalize_v11,
+    .setNetAttr = set_net_attr_v11,
+};
+
+extern "C" ASTRAL_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
+    .name = net::kPluginName,
+    .init = init_v10,
+    .devices = devices,
+    .getProperties = properties_v9_v10<ncclNetProperties_v10_t>,
+    .listen = listen_legacy,
+    .connect = connect_v10,
+    .accept = accept,
+    .regMr = reg_mr,
+    .regMrDmaBuf = reg_mr_dmabuf,
+    .deregMr = dereg_mr,
+    .isend = isend,
+    .irecv = irecv,
+    .iflush = iflush,
+    .test = test,
+    .closeSend = close_send,
+    .closeRecv = close_recv,
+    .closeListen = close_listen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+};
+
+extern "C" ASTRAL_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
+    .name = net::kPluginName,
+    .init = init_v8_v9,
+    .devices = devices,
+    .getProperties = properties_v9_v10<ncclNetProperties_v9_t>,
+    .listen = listen_legacy,
+    .connect = connect_v8_v9,
+    .accept = accept,
+    .regMr = reg_mr,
+    .regMrDmaBuf = reg_mr_dmabuf,
+    .deregMr = dereg_mr,
+    .isend = isend_v9,
+    .irecv = irecv_v9,
+    .iflush = iflush,
+    .test = test,
+    .closeSend = close_send,
+    .closeRecv = close_recv,
+    .closeListen = close_listen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+};
+
+extern "C" ASTRAL_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
+    .name = net::kPluginName,
+    .init = init_v8_v9,
+    .devices = devices,
+    .getProperties = properties_v8,
+    .listen = listen_legacy,
+    .connect = connect_v8_v9,
+    .accept = accept,
+    .regMr = reg_mr,
+    .regMrDmaBuf = reg_mr_dmabuf,
+    .deregMr = dereg_mr,
+    .isend = isend_v8,
+    .irecv = irecv_v8,
+    .iflush = iflush,
+    .test = test,
+    .closeSend = close_send,
+    .closeRecv = close_recv,
+    .closeListen = close_listen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+};

@@ -1,0 +1,74 @@
+#pragma once
+// The version-neutral core of the NCCL net plugin. plugin/abi/net_export.cpp maps every exported
+// ncclNet_vN_t onto these calls; tests and tools may call them directly. Semantics follow NCCL's
+// contract (reference: nccl-plugin-abi.md §1.5): nothing blocks, connect/accept are polled, test
+// reports completion. Handles are opaque pointers owned by the plugin until closed/finalized.
+// These functions may throw (std::bad_alloc); the ABI layer turns exceptions into ncclResult_t.
+#include <cstddef>
+#include <cstdint>
+
+#include "abi/nccl_common.h"
+
+namespace astral::plugin::net {
+
+// The `name` of every exported table: what NCCL_NET selects (case-insensitive).
+inline constexpr const char* kPluginName = "Astral";
+
+// Strings point into the device table and stay valid until the last finalize.
+struct DeviceProperties {
+  const char* name = nullptr;
+  const char* pci_path = nullptr;  // null when the device is not on PCI
+  uint64_t guid = 0;
+  int port = 1;
+  int speed_mbps = 0;
+  float latency_us = 0;
+  int ptr_support = NCCL_PTR_HOST;
+  bool reg_is_global = true;
+  bool force_flush = false;
+  int max_comms = 0;
+  int max_recvs = 1;
+  size_t max_p2p_bytes = 0;
+  size_t max_coll_bytes = 0;
+  int rail = -1;
+};
+
+// Application hints (ncclNetAttr_v11_t) remembered per context; -1 = unset.
+struct NetAttr {
+  int32_t send_max_peers = -1, send_min_peers = -1, send_max_flows = -1, send_min_flows = -1;
+  int32_t recv_max_peers = -1, recv_min_peers = -1, recv_max_flows = -1, recv_min_flows = -1;
+  uint32_t op = 0, algo = 0, proto = 0;
+};
+
+// One context per communicator (net v11) or one per process (older versions). The first init of
+// the process reads the configuration and builds the device table; the last finalize releases it,
+// after which nothing of the plugin runs (NCCL may dlclose the library).
+ncclResult_t init(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger,
+                  ncclProfilerCallback_t profiler);
+ncclResult_t finalize(void* ctx);
+ncclResult_t devices(int* ndev);
+ncclResult_t get_properties(int dev, DeviceProperties* props);
+ncclResult_t set_net_attr(void* ctx, const NetAttr& attr);
+
+ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm);
+// traffic_class overrides the context's (net v10 passes it per connect); -1 = the context's.
+ncclResult_t connect(void* ctx, int dev, void* handle, int traffic_class, void** send_comm);
+ncclResult_t accept(void* listen_comm, void** recv_comm);
+
+ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle);
+ncclResult_t dereg_mr(void* comm, void* mhandle);
+
+ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* phandle,
+                   void** request);
+ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
+                   void** phandles, void** request);
+ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** request);
+ncclResult_t test(void* request, int* done, int* sizes);
+
+ncclResult_t close_send(void* send_comm);
+ncclResult_t close_recv(void* recv_comm);
+ncclResult_t close_listen(void* listen_comm);
+
+// Contexts alive in this process (for tests and diagnostics).
+int live_contexts();
+
+}  // namespace astral::plugin::net

@@ -1,0 +1,84 @@
+#include "core/config.hpp"
+
+#include <sys/socket.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <optional>
+#include <string_view>
+
+#include "core/log.hpp"
+
+namespace astral::plugin {
+namespace {
+
+std::optional<long long> parse_integer(std::string_view text) {
+  long long value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  std::string_view suffix(end, text.data() + text.size() - end);
+  if (suffix.empty()) return value;
+  long long scale = suffix == "K" || suffix == "KiB"   ? 1LL << 10
+                    : suffix == "M" || suffix == "MiB" ? 1LL << 20
+                    : suffix == "G" || suffix == "GiB" ? 1LL << 30
+                                                       : 0;
+  if (scale == 0 || value > (1LL << 40)) return std::nullopt;
+  return value * scale;
+}
+
+// Reads an integer variable within [lo, hi]; keeps `value` and warns when the text is not one.
+template <typename T>
+void read_integer(const EnvLookup& env, const char* name, long long lo, long long hi, T& value,
+                  std::vector<std::string>* warnings) {
+  const char* text = env(name);
+  if (!text || !*text) return;
+  auto parsed = parse_integer(text);
+  if (!parsed || *parsed < lo || *parsed > hi) {
+    warnings->push_back(fmt::format("{}='{}' is not an integer in [{}, {}]; using {}", name, text,
+                                    lo, hi, static_cast<long long>(value)));
+    return;
+  }
+  value = static_cast<T>(*parsed);
+}
+
+}  // namespace
+
+Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
+  Config config;
+  if (const char* ifname = env("ASTRAL_SOCKET_IFNAME")) config.socket_ifname = ifname;
+  if (const char* family = env("ASTRAL_SOCKET_FAMILY"); family && *family) {
+    std::string_view f(family);
+    if (f == "AF_INET" || f == "4") {
+      config.address_family = AF_INET;
+    } else if (f == "AF_INET6" || f == "6") {
+      config.address_family = AF_INET6;
+    } else {
+      warnings->push_back(fmt::format(
+          "ASTRAL_SOCKET_FAMILY='{}' is not AF_INET or AF_INET6; using either", family));
+    }
+  }
+  read_integer(env, "ASTRAL_TCP_STREAMS", 0, kMaxStreams, config.streams, warnings);
+  read_integer(env, "ASTRAL_TCP_STRIPE_MIN", 4096, 1LL << 30, config.stripe_min, warnings);
+  read_integer(env, "ASTRAL_TCP_TIMEOUT_MS", 100, 24LL * 3600 * 1000, config.timeout_ms, warnings);
+  read_integer(env, "ASTRAL_NET_MAX_RECVS", 1, kMaxGroupedRecvs, config.max_recvs, warnings);
+  if (const char* transport = env("ASTRAL_TRANSPORT"); transport && *transport) {
+    if (std::string_view(transport) == "tcp") {
+      config.transport = transport;
+    } else {
+      warnings->push_back(fmt::format(
+          "ASTRAL_TRANSPORT='{}' is not available in this build (only 'tcp'); using tcp",
+          transport));
+    }
+  }
+  return config;
+}
+
+Config load_config() {
+  std::vector<std::string> warnings;
+  Config config = parse_config([](const char* name) { return std::getenv(name); }, &warnings);
+  for (const auto& w : warnings) ASTRAL_WARN("{}", w);
+  return config;
+}
+
+}  // namespace astral::plugin

@@ -1,0 +1,165 @@
+// netbench over the net plugin: one send comm and one receive comm per peer, driven from this one
+// thread with non-blocking isend/irecv/test, like NCCL's proxy progress thread.
+#include <sched.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <fmt/format.h>
+#include <stdexcept>
+
+#include "netbench/fabric.hpp"
+
+namespace astral::plugin::netbench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class PluginFabric final : public Fabric {
+ public:
+  PluginFabric(const ncclNet_v11_t& net, void* ctx, int dev, int rank, int ranks,
+               BootstrapClient& bootstrap, double timeout_s)
+      : net_(net), rank_(rank), send_(ranks, nullptr), recv_(ranks, nullptr),
+        timeout_(std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000))) {
+    // Listen once per peer, publish the handles, then connect and accept everything
+    // interleaved on this thread.
+    std::vector<void*> listens(ranks, nullptr);
+    std::string mine(size_t(ranks) * NCCL_NET_HANDLE_MAXSIZE, '\0');
+    for (int p = 0; p < ranks; ++p) {
+      if (p == rank) continue;
+      check(net_.listen(ctx, dev, mine.data() + size_t(p) * NCCL_NET_HANDLE_MAXSIZE, &listens[p]),
+            "listen");
+    }
+    std::vector<std::string> all = bootstrap.allgather(mine);
+    std::vector<std::string> handles(ranks);
+    for (int p = 0; p < ranks; ++p) {
+      if (p != rank) handles[p] = all[p].substr(size_t(rank) * NCCL_NET_HANDLE_MAXSIZE, NCCL_NET_HANDLE_MAXSIZE);
+    }
+    auto deadline = Clock::now() + timeout_;
+    for (bool pending = true; pending;) {
+      pending = false;
+      for (int p = 0; p < ranks; ++p) {
+        if (p == rank) continue;
+        if (!send_[p]) check(net_.connect(ctx, dev, handles[p].data(), &send_[p], nullptr), "connect");
+        if (!recv_[p]) check(net_.accept(listens[p], &recv_[p], nullptr), "accept");
+        pending = pending || !send_[p] || !recv_[p];
+      }
+      if (pending && Clock::now() > deadline) {
+        throw std::runtime_error(fmt::format(
+            "netbench: rank {} could not connect to every peer through the plugin in time", rank));
+      }
+    }
+    for (void* l : listens) {
+      if (l) net_.closeListen(l);
+    }
+  }
+
+  ~PluginFabric() override {
+    for (void* c : send_) {
+      if (c) net_.closeSend(c);
+    }
+    for (void* c : recv_) {
+      if (c) net_.closeRecv(c);
+    }
+  }
+
+  const char* name() const override { return "plugin"; }
+
+  void exchange(const std::vector<Op>& ops) override {
+    void* requests[2 * 64 * 8];
+    if (ops.size() > std::size(requests)) throw std::runtime_error("netbench: too many ops");
+    size_t pending = ops.size();
+    for (size_t i = 0; i < ops.size(); ++i) requests[i] = post(ops[i]);
+    auto deadline = Clock::now() + timeout_;
+    while (pending > 0) {
+      size_t before = pending;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (requests[i] && done(requests[i])) {
+          requests[i] = nullptr;
+          --pending;
+        }
+      }
+      if (pending == before) idle();
+      if (pending > 0 && Clock::now() > deadline) timed_out();
+    }
+  }
+
+  void stream(int peer, bool send, void* data, size_t bytes, int count, int window) override {
+    std::deque<void*> inflight;
+    int posted = 0, completed = 0;
+    auto deadline = Clock::now() + timeout_;
+    Op op{peer, send, data, bytes};
+    while (completed < count) {
+      while (posted < count && static_cast<int>(inflight.size()) < window) {
+        inflight.push_back(post(op));
+        ++posted;
+      }
+      if (done(inflight.front())) {
+        inflight.pop_front();
+        ++completed;
+        deadline = Clock::now() + timeout_;
+      } else {
+        idle();
+        if (Clock::now() > deadline) timed_out();
+      }
+    }
+  }
+
+ private:
+  void check(ncclResult_t res, const char* call) {
+    if (res != ncclSuccess) {
+      throw std::runtime_error(fmt::format(
+          "netbench: rank {}: plugin {} failed with error {} (see the NET/Astral WARN above)",
+          rank_, call, static_cast<int>(res)));
+    }
+  }
+
+  // NCCL's proxy progress thread yields the CPU when a pass over its requests made no progress
+  // ("No request progressed. Let others run."); do the same so the peer rank gets to run.
+  static void idle() { sched_yield(); }
+
+  [[noreturn]] void timed_out() {
+    throw std::runtime_error(fmt::format(
+        "netbench: rank {}: a transfer did not complete in time (is a peer stuck?)", rank_));
+  }
+
+  void* post(const Op& op) {
+    void* request = nullptr;
+    auto deadline = Clock::now() + timeout_;
+    while (!request) {  // a null request means "not now": retry, as NCCL does
+      if (op.send) {
+        check(net_.isend(send_[op.peer], op.data, op.bytes, rank_, nullptr, nullptr, &request),
+              "isend");
+      } else {
+        void* data = op.data;
+        size_t size = op.bytes;
+        int tag = op.peer;
+        check(net_.irecv(recv_[op.peer], 1, &data, &size, &tag, nullptr, nullptr, &request),
+              "irecv");
+      }
+      if (!request && Clock::now() > deadline) timed_out();
+    }
+    return request;
+  }
+
+  bool done(void* request) {
+    int finished = 0;
+    check(net_.test(request, &finished, nullptr), "test");
+    return finished != 0;
+  }
+
+  const ncclNet_v11_t& net_;
+  int rank_;
+  std::vector<void*> send_, recv_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+std::unique_ptr<Fabric> make_plugin_fabric(const ncclNet_v11_t& net, void* ctx, int dev, int rank,
+                                           int ranks, BootstrapClient& bootstrap,
+                                           double timeout_s) {
+  return std::make_unique<PluginFabric>(net, ctx, dev, rank, ranks, bootstrap, timeout_s);
+}
+
+}  // namespace astral::plugin::netbench

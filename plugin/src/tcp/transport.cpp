@@ -1,0 +1,140 @@
+// The TCP transport: devices are IP interfaces (chosen like NCCL's socket transport), each
+// described by the NIC behind it; connections are one or more TCP streams.
+#include <netinet/in.h>
+
+#include <cstring>
+#include <fmt/format.h>
+#include <map>
+#include <mutex>
+
+#include "core/config.hpp"
+#include "core/log.hpp"
+#include "core/transport.hpp"
+#include "tcp/handshake.hpp"
+
+namespace astral::plugin {
+namespace tcp {
+namespace {
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(const Config& config, std::vector<NetDevice> devices)
+      : config_(config), devices_(std::move(devices)) {}
+
+  const char* name() const override { return "tcp"; }
+  const std::vector<NetDevice>& devices() const override { return devices_; }
+  int max_recvs() const override { return config_.max_recvs; }
+  size_t max_message_bytes() const override { return NCCL_NET_MAX_SIZE_P2P; }
+
+  ncclResult_t listen(const std::shared_ptr<NetContext>& ctx, int dev, void* handle,
+                      std::unique_ptr<ListenComm>* listen_comm) override {
+    const NetDevice& device = devices_.at(static_cast<size_t>(dev));
+    sockaddr_storage address = device.iface.address;
+    if (address.ss_family == AF_INET) reinterpret_cast<sockaddr_in&>(address).sin_port = 0;
+    if (address.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6&>(address).sin6_port = 0;
+    std::string why;
+    Fd fd = listen_on(&address, device.iface.address_len, &why);
+    if (!fd) {
+      ASTRAL_WARN("cannot listen on {} ({}): {}", device.name, format_address(address), why);
+      return ncclSystemError;
+    }
+    ListenHandle h{};
+    h.magic = kHandleMagic;
+    h.version = kProtocolVersion;
+    h.family = address.ss_family;
+    if (address.ss_family == AF_INET) {
+      const auto& in = reinterpret_cast<const sockaddr_in&>(address);
+      std::memcpy(h.address, &in.sin_addr, sizeof in.sin_addr);
+      h.port = ntohs(in.sin_port);
+    } else {
+      const auto& in6 = reinterpret_cast<const sockaddr_in6&>(address);
+      std::memcpy(h.address, &in6.sin6_addr, sizeof in6.sin6_addr);
+      h.port = ntohs(in6.sin6_port);
+    }
+    h.rail = static_cast<int16_t>(device.rail);
+    if (!random_bytes(h.secret.data(), h.secret.size())) {
+      ASTRAL_WARN("cannot draw a listen secret: getrandom failed");
+      return ncclSystemError;
+    }
+    std::memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
+    std::memcpy(handle, &h, sizeof h);
+    *listen_comm = std::make_unique<TcpListenComm>(ctx, std::move(fd), h.secret, device, dev,
+                                                   config_);
+    return ncclSuccess;
+  }
+
+  ncclResult_t connect(const std::shared_ptr<NetContext>& ctx, int dev, void* handle,
+                       int traffic_class, std::unique_ptr<SendComm>* send_comm) override {
+    ListenHandle h;
+    std::memcpy(&h, handle, sizeof h);
+    std::string why;
+    if (!check_handle(h, &why)) {
+      ASTRAL_WARN("connect on {}: {}", devices_.at(size_t(dev)).name, why);
+      return ncclInternalError;
+    }
+    TcpConnector* connector = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      if (h.connect_stage == 0) {
+        const NetDevice& device = devices_.at(static_cast<size_t>(dev));
+        int streams = config_.streams > 0 ? config_.streams : default_streams(device.speed_mbps);
+        auto owned = std::make_unique<TcpConnector>(ctx, device, dev, h, streams, config_,
+                                                    traffic_class);
+        connector = owned.get();
+        connecting_[connector] = std::move(owned);
+        h.connect_stage = reinterpret_cast<uint64_t>(connector);
+        h.connect_check = h.connect_stage ^ kStageCheck;
+        std::memcpy(handle, &h, sizeof h);
+      } else {
+        auto it = connecting_.find(reinterpret_cast<TcpConnector*>(h.connect_stage));
+        if ((h.connect_stage ^ kStageCheck) != h.connect_check || it == connecting_.end()) {
+          ASTRAL_WARN("connect called with a handle whose connection state is not ours");
+          return ncclInternalError;
+        }
+        connector = it->first;
+      }
+    }
+    ncclResult_t result = connector->poll(send_comm);
+    if (result != ncclSuccess || *send_comm) {
+      std::lock_guard lock(mutex_);
+      connecting_.erase(connector);
+      h.connect_stage = h.connect_check = 0;
+      std::memcpy(handle, &h, sizeof h);
+    }
+    return result;
+  }
+
+  void release_abandoned() override {
+    std::lock_guard lock(mutex_);
+    if (!connecting_.empty()) {
+      ASTRAL_INFO("releasing {} connection(s) NCCL stopped polling", connecting_.size());
+    }
+    connecting_.clear();
+  }
+
+ private:
+  Config config_;
+  std::vector<NetDevice> devices_;
+  std::mutex mutex_;
+  std::map<TcpConnector*, std::unique_ptr<TcpConnector>> connecting_;
+};
+
+}  // namespace
+}  // namespace tcp
+
+std::unique_ptr<Transport> make_transport(const Config& config, std::string* why) {
+  if (config.transport != "tcp") {
+    *why = fmt::format("transport '{}' is not available", config.transport);
+    return nullptr;
+  }
+  IfnameFilter filter = IfnameFilter::parse(config.socket_ifname);
+  std::string why_no_rails;
+  auto rdma_ports = discover_rdma_ports(&why_no_rails);
+  if (!why_no_rails.empty()) {
+    ASTRAL_INFO("RDMA NICs found but no node model ({}); devices get no rails", why_no_rails);
+  }
+  auto devices = select_devices(list_interfaces(config.address_family), rdma_ports, filter, why);
+  return std::make_unique<tcp::TcpTransport>(config, std::move(devices));
+}
+
+}  // namespace astral::plugin
