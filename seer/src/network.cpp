@@ -93,9 +93,9 @@ int Network::tier_for(int span_hosts, bool cross_rail) const {
 
 Network uniform_network(const HardwareSpec& hw, int gpus) {
   Network n;
-  n.name = fmt::format("uniform ({} x {})", hw.name, gpus);
   n.gpus_per_host = hw.gpus_per_node;
   n.hosts = std::max(1, (gpus + hw.gpus_per_node - 1) / hw.gpus_per_node);
+  n.name = fmt::format("uniform non-blocking network, {} hosts", n.hosts);
   n.nvlink_bandwidth = hw.nvlink_bandwidth;
   n.nvlink_latency = hw.nvlink_latency;
   n.nvls = hw.nvls;

@@ -89,6 +89,13 @@ Prediction predict(const ModelSpec& model, const HardwareSpec& hw, const Network
                    int gpus, const PredictOptions& options) {
   validate(model, config, gpus);
   const Workload work(model, hw, net, config);
+  return predict(work, gpus, options);
+}
+
+Prediction predict(const Workload& work, int gpus, const PredictOptions& options) {
+  const ModelSpec& model = work.model();
+  const HardwareSpec& hw = work.hardware();
+  const TrainConfig& config = work.config();
   const int S = config.pp, V = config.vp, M = config.microbatches(), L = work.layers_per_chunk();
 
   // Durations and parts per (stage, chunk) and micro-batch.

@@ -3,6 +3,7 @@
 #include "astral/seer/schedule.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 
 namespace astral::seer {
@@ -40,75 +41,149 @@ std::vector<ScheduledTask> stage_order(int stages, int chunks, int microbatches,
   return order;
 }
 
+namespace {
+
+// A schedule's task graph depends only on (stages, chunks, micro-batches): compiled once and
+// reused for every layout of a search that shares the shape.
+struct CompiledTask {
+  int self;       // index of this task's end time
+  int dependency; // index of the end time it waits for, -1 for none
+  int work;       // stage * chunks + chunk
+  bool backward;
+  bool receives;  // its input crosses a stage boundary
+  bool sends;     // its output crosses a stage boundary
+  int chunk;
+  int microbatch;
+};
+
+struct CompiledSchedule {
+  int stages = 0, chunks = 0, microbatches = 0;
+  std::vector<CompiledTask> tasks;  // stage by stage, in each stage's order
+  std::vector<int> stage_begin;     // index into tasks, size stages + 1
+};
+
+CompiledSchedule compile(int S, int V, int M) {
+  CompiledSchedule c;
+  c.stages = S, c.chunks = V, c.microbatches = M;
+  auto fwd = [&](int s, int ch, int mb) { return int((size_t(s) * V + ch) * M + mb); };
+  const int backward_base = S * V * M;
+  auto bwd = [&](int s, int ch, int mb) { return backward_base + fwd(s, ch, mb); };
+  c.stage_begin.push_back(0);
+  for (int s = 0; s < S; ++s) {
+    for (const ScheduledTask& t : stage_order(S, V, M, s)) {
+      CompiledTask ct{};
+      ct.work = s * V + t.chunk;
+      ct.backward = t.backward;
+      ct.chunk = t.chunk;
+      ct.microbatch = t.microbatch;
+      if (!t.backward) {
+        ct.self = fwd(s, t.chunk, t.microbatch);
+        if (s > 0) ct.dependency = fwd(s - 1, t.chunk, t.microbatch);
+        else if (t.chunk > 0) ct.dependency = fwd(S - 1, t.chunk - 1, t.microbatch);
+        else ct.dependency = -1;
+        ct.receives = s > 0 || t.chunk > 0;
+        ct.sends = !(s == S - 1 && t.chunk == V - 1);
+      } else {
+        ct.self = bwd(s, t.chunk, t.microbatch);
+        if (s < S - 1) ct.dependency = bwd(s + 1, t.chunk, t.microbatch);
+        else if (t.chunk < V - 1) ct.dependency = bwd(0, t.chunk + 1, t.microbatch);
+        else ct.dependency = fwd(s, t.chunk, t.microbatch);
+        ct.receives = s < S - 1 || t.chunk < V - 1;
+        ct.sends = !(s == 0 && t.chunk == 0);
+      }
+      c.tasks.push_back(ct);
+    }
+    c.stage_begin.push_back(int(c.tasks.size()));
+  }
+  return c;
+}
+
+const CompiledSchedule& compiled(int S, int V, int M) {
+  // A small per-thread cache: searches revisit the same shapes many times in a row.
+  thread_local std::vector<std::unique_ptr<CompiledSchedule>> cache;
+  for (const auto& c : cache)
+    if (c->stages == S && c->chunks == V && c->microbatches == M) return *c;
+  if (cache.size() >= 64) cache.erase(cache.begin());
+  cache.push_back(std::make_unique<CompiledSchedule>(compile(S, V, M)));
+  return *cache.back();
+}
+
+}  // namespace
+
 PipelineRun simulate_pipeline(const PipelineSpec& spec, std::vector<PipelineTask>* tasks) {
   const int S = spec.stages, V = spec.chunks, M = spec.microbatches;
   if (S < 1 || V < 1 || M < 1) throw std::invalid_argument("pipeline: stages, chunks, microbatches must be >= 1");
   if (spec.forward.size() != size_t(S * V) || spec.backward.size() != size_t(S * V))
     throw std::invalid_argument("pipeline: forward/backward need stages x chunks durations");
-  std::vector<std::vector<ScheduledTask>> orders(S);
-  for (int s = 0; s < S; ++s) orders[s] = stage_order(S, V, M, s);
+  const CompiledSchedule& cs = compiled(S, V, M);
 
-  auto idx = [&](int s, int c, int mb) { return (size_t(s) * V + c) * M + mb; };
-  std::vector<double> fend(size_t(S) * V * M, -1.0), bend(size_t(S) * V * M, -1.0);
+  thread_local std::vector<double> end_storage;
+  thread_local std::vector<int> waiter_storage;
+  end_storage.assign(size_t(2) * S * V * M, -1.0);
+  waiter_storage.assign(end_storage.size(), -1);
+  double* const end = end_storage.data();  // plain pointers: no TLS lookup inside the loop
+  int* const waiter = waiter_storage.data();
   PipelineRun run;
   run.stage_end.assign(S, 0.0);
   run.stage_p2p.assign(S, 0.0);
   run.last_backward_start.assign(S * V, 0.0);
   run.last_backward_end.assign(S * V, 0.0);
   run.first_forward_start.assign(S * V, -1.0);
-  std::vector<size_t> next(S, 0);
+  std::vector<int> next(cs.stage_begin.begin(), cs.stage_begin.end() - 1);
   std::vector<double> free_at(S, 0.0);
-  const double p2p = spec.p2p;
-  size_t remaining = 0;
-  for (const auto& o : orders) remaining += o.size();
-  if (tasks) tasks->reserve(tasks->size() + remaining);
+  const double p2p = S > 1 ? spec.p2p : 0.0;
+  const double send_block = spec.blocking_p2p ? p2p : 0.0;
+  if (tasks) tasks->reserve(tasks->size() + cs.tasks.size());
 
-  while (remaining > 0) {
-    bool progressed = false;
-    for (int s = 0; s < S; ++s) {
-      while (next[s] < orders[s].size()) {
-        const ScheduledTask& t = orders[s][next[s]];
-        double ready;
-        bool sends;  // whether this task's output goes to another stage
-        if (!t.backward) {
-          if (s > 0) ready = fend[idx(s - 1, t.chunk, t.microbatch)];
-          else if (t.chunk > 0) ready = fend[idx(S - 1, t.chunk - 1, t.microbatch)];
-          else ready = 0.0;
-          if (ready < 0) break;
-          if (s > 0 || t.chunk > 0) ready += p2p;
-          sends = !(s == S - 1 && t.chunk == V - 1);
-        } else {
-          if (s < S - 1) ready = bend[idx(s + 1, t.chunk, t.microbatch)];
-          else if (t.chunk < V - 1) ready = bend[idx(0, t.chunk + 1, t.microbatch)];
-          else ready = fend[idx(s, t.chunk, t.microbatch)];
-          if (ready < 0) break;
-          if (s < S - 1 || t.chunk < V - 1) ready += p2p;
-          sends = !(s == 0 && t.chunk == 0);
+  // Each stage runs until its next task waits for a task of another stage; it then registers as
+  // that task's waiter and is woken when it completes. Every task is visited once.
+  std::vector<int> ready_stages;
+  ready_stages.reserve(S);
+  for (int s = S - 1; s >= 0; --s) ready_stages.push_back(s);
+  size_t done = 0;
+  const CompiledTask* const tasks_data = cs.tasks.data();
+  const double* const fwd_time = spec.forward.data();
+  const double* const bwd_time = spec.backward.data();
+  while (!ready_stages.empty()) {
+    const int s = ready_stages.back();
+    ready_stages.pop_back();
+    int i = next[s];
+    const int stop = cs.stage_begin[s + 1];
+    double free = free_at[s];
+    for (; i < stop; ++i) {
+      const CompiledTask& t = tasks_data[i];
+      double ready = 0.0;
+      if (t.dependency >= 0) {
+        ready = end[t.dependency];
+        if (ready < 0) {
+          waiter[t.dependency] = s;
+          break;
         }
-        const size_t w = size_t(s) * V + t.chunk;
-        const double start = std::max(free_at[s], ready);
-        const double end = start + (t.backward ? spec.backward[w] : spec.forward[w]);
-        (t.backward ? bend : fend)[idx(s, t.chunk, t.microbatch)] = end;
-        free_at[s] = end;
-        if (sends && spec.blocking_p2p && S > 1) {
-          free_at[s] += p2p;
-          run.stage_p2p[s] += p2p;
-        }
-        if (t.backward) {
-          run.last_backward_start[w] = start;
-          run.last_backward_end[w] = end;
-        } else if (run.first_forward_start[w] < 0) {
-          run.first_forward_start[w] = start;
-        }
-        if (tasks) tasks->push_back({s, t.chunk, t.microbatch, t.backward, start, end});
-        run.stage_end[s] = end;
-        ++next[s];
-        --remaining;
-        progressed = true;
+        if (t.receives) ready += p2p;
       }
+      const double start = std::max(free, ready);
+      const double finish = start + (t.backward ? bwd_time[t.work] : fwd_time[t.work]);
+      end[t.self] = finish;
+      if (waiter[t.self] >= 0) ready_stages.push_back(waiter[t.self]);
+      free = finish;
+      if (t.sends && send_block > 0) {
+        free += send_block;
+        run.stage_p2p[s] += send_block;
+      }
+      if (t.backward) {
+        run.last_backward_start[t.work] = start;
+        run.last_backward_end[t.work] = finish;
+      } else if (run.first_forward_start[t.work] < 0) {
+        run.first_forward_start[t.work] = start;
+      }
+      if (tasks) tasks->push_back({s, t.chunk, t.microbatch, t.backward, start, finish});
+      run.stage_end[s] = finish;
     }
-    if (!progressed) throw std::logic_error("pipeline: schedule deadlocked (inconsistent order)");
+    done += size_t(i - next[s]);
+    next[s] = i;
+    free_at[s] = free;
   }
+  if (done != cs.tasks.size()) throw std::logic_error("pipeline: schedule deadlocked (inconsistent order)");
   run.makespan = *std::max_element(run.stage_end.begin(), run.stage_end.end());
   return run;
 }

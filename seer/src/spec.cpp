@@ -14,11 +14,6 @@ constexpr double kGB = 1e9;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr const char* kDTypeNames[kDTypeCount] = {"fp32", "tf32", "bf16", "fp16", "fp8"};
 
-template <typename... Args>
-[[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
-  throw SpecError(fmt::format(format, std::forward<Args>(args)...));
-}
-
 }  // namespace
 
 const char* to_string(DType d) { return kDTypeNames[static_cast<int>(d)]; }
@@ -261,38 +256,43 @@ nlohmann::json to_json(const TrainConfig& c) {
 
 // ---- consistency --------------------------------------------------------------------------------
 
-void validate(const ModelSpec& m, TrainConfig& c, int gpus) {
-  if (gpus <= 0) fail("gpus: must be a positive integer, got {}", gpus);
+std::string validation_error(const ModelSpec& m, TrainConfig& c, int gpus) {
+  if (gpus <= 0) return fmt::format("gpus: must be a positive integer, got {}", gpus);
   int tp_pp = c.tp * c.pp;
   if (gpus % tp_pp != 0)
-    fail("config.tp x config.pp = {} does not divide the GPU count {}", tp_pp, gpus);
+    return fmt::format("config.tp x config.pp = {} does not divide the GPU count {}", tp_pp, gpus);
   if (c.dp == 0) c.dp = gpus / tp_pp;
   if (c.gpus() != gpus)
-    fail("config.dp: tp {} x pp {} x dp {} = {} GPUs, but {} were given", c.tp, c.pp, c.dp,
+    return fmt::format("config.dp: tp {} x pp {} x dp {} = {} GPUs, but {} were given", c.tp, c.pp, c.dp,
          c.gpus(), gpus);
-  if (m.heads % c.tp != 0) fail("config.tp: {} does not divide model.heads {}", c.tp, m.heads);
+  if (m.heads % c.tp != 0) return fmt::format("config.tp: {} does not divide model.heads {}", c.tp, m.heads);
   if (m.kv_heads % c.tp != 0 && c.tp % m.kv_heads != 0)
-    fail("config.tp: {} and model.kv_heads {} do not divide one another", c.tp, m.kv_heads);
-  if (m.ffn % c.tp != 0) fail("config.tp: {} does not divide model.ffn {}", c.tp, m.ffn);
+    return fmt::format("config.tp: {} and model.kv_heads {} do not divide one another", c.tp, m.kv_heads);
+  if (m.ffn % c.tp != 0) return fmt::format("config.tp: {} does not divide model.ffn {}", c.tp, m.ffn);
   if (m.layers % (c.pp * c.vp) != 0)
-    fail("config.pp x config.vp = {} does not divide model.layers {}", c.pp * c.vp, m.layers);
-  if (c.vp > 1 && c.pp == 1) fail("config.vp: interleaving needs config.pp > 1");
+    return fmt::format("config.pp x config.vp = {} does not divide model.layers {}", c.pp * c.vp, m.layers);
+  if (c.vp > 1 && c.pp == 1) return fmt::format("config.vp: interleaving needs config.pp > 1");
   if (c.global_batch % (c.micro_batch * c.dp) != 0)
-    fail("config.global_batch: {} is not a multiple of micro_batch {} x dp {}", c.global_batch,
+    return fmt::format("config.global_batch: {} is not a multiple of micro_batch {} x dp {}", c.global_batch,
          c.micro_batch, c.dp);
   if (c.vp > 1 && c.microbatches() % c.pp != 0)
-    fail("config.global_batch: the interleaved schedule needs the {} micro-batches per pipeline to be "
+    return fmt::format("config.global_batch: the interleaved schedule needs the {} micro-batches per pipeline to be "
          "a multiple of pp {}", c.microbatches(), c.pp);
-  if (c.sequence_parallel && c.tp == 1) fail("config.sequence_parallel: needs config.tp > 1");
+  if (c.sequence_parallel && c.tp == 1) return fmt::format("config.sequence_parallel: needs config.tp > 1");
   if (c.sequence_parallel && m.seq_len % c.tp != 0)
-    fail("config.sequence_parallel: config.tp {} does not divide model.seq_len {}", c.tp, m.seq_len);
+    return fmt::format("config.sequence_parallel: config.tp {} does not divide model.seq_len {}", c.tp, m.seq_len);
   if (c.ep > 1) {
-    if (!m.is_moe()) fail("config.ep: {} but the model has no experts", c.ep);
-    if (c.dp % c.ep != 0) fail("config.ep: {} does not divide dp {}", c.ep, c.dp);
-    if (m.experts % c.ep != 0) fail("config.ep: {} does not divide model.moe.experts {}", c.ep, m.experts);
+    if (!m.is_moe()) return fmt::format("config.ep: {} but the model has no experts", c.ep);
+    if ((c.tp * c.dp) % c.ep != 0)
+      return fmt::format("config.ep: {} does not divide tp x dp = {}", c.ep, c.tp * c.dp);
+    if (m.experts % c.ep != 0) return fmt::format("config.ep: {} does not divide model.moe.experts {}", c.ep, m.experts);
   }
-  if (m.is_moe() && m.expert_ffn % c.tp != 0)
-    fail("config.tp: {} does not divide model.moe.expert_ffn {}", c.tp, m.expert_ffn);
+  return {};
+}
+
+void validate(const ModelSpec& m, TrainConfig& c, int gpus) {
+  std::string error = validation_error(m, c, gpus);
+  if (!error.empty()) throw SpecError(error);
 }
 
 }  // namespace astral::seer

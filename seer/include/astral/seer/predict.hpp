@@ -93,6 +93,8 @@ struct PredictOptions {
 // does not fit together.
 Prediction predict(const ModelSpec& model, const HardwareSpec& hw, const Network& net,
                    TrainConfig config, int gpus, const PredictOptions& options = {});
+// The same from an already built workload (its config validated, dp filled in).
+Prediction predict(const Workload& work, int gpus, const PredictOptions& options = {});
 
 nlohmann::json to_json(const Prediction& p);
 nlohmann::json to_json(const MemoryEstimate& m);

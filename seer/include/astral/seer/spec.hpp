@@ -106,7 +106,7 @@ struct TrainConfig {
   int tp = 1;
   int pp = 1;
   int dp = 0;
-  int ep = 1;               // expert parallel (carved out of dp)
+  int ep = 1;               // expert parallel, within tp x dp (MoE layers use expert TP = 1)
   int vp = 1;               // virtual pipeline stages (interleaved 1F1B when > 1)
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
@@ -126,6 +126,8 @@ struct TrainConfig {
 // Checks that config fits model and GPU count, fills dp when 0, and throws SpecError naming the
 // first offending field.
 void validate(const ModelSpec& model, TrainConfig& config, int gpus);
+// The same check without throwing: the message, or empty when the layout is valid.
+std::string validation_error(const ModelSpec& model, TrainConfig& config, int gpus);
 
 ModelSpec model_from_json(const nlohmann::json& j);
 HardwareSpec hardware_from_json(const nlohmann::json& j);
