@@ -45,7 +45,7 @@ std::string classify_kernel(const std::string& raw) {
   }
   if (has(n, "flash") || has(n, "fmha") || has(n, "sdpa") || has(n, "attention")) return "attention";
   if (has(n, "softmax")) return "softmax";
-  if (has(n, "dropout")) return "dropout";
+  if (has(n, "dropout") || has(n, "masked_scale")) return "dropout";  // masked_scale: dropout backward
   if (has(n, "layernorm") || has(n, "layer_norm") || has(n, "rmsnorm") || has(n, "rms_norm") ||
       has(n, "cuapplylayernorm") || has(n, "cucomputegradinput") || has(n, "cucomputepartgradgammabeta") ||
       has(n, "cucomputegradgammabeta"))

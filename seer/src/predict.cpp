@@ -133,6 +133,22 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
       parts[s].ep += (fwd.ep + bwd.ep) * M;
     }
   }
+  // A lower bound no schedule can beat: the busiest stage's own work. A search that already has
+  // better layouts skips the simulation of this one.
+  if (options.skip_above > 0) {
+    double bound = 0;
+    for (int s = 0; s < S; ++s) {
+      double work = 0;
+      for (int c = 0; c < V; ++c) work += spec.forward[s * V + c] + spec.backward[s * V + c];
+      bound = std::max(bound, work * M);
+    }
+    if (bound > options.skip_above) {
+      Prediction skipped;
+      skipped.step_time = bound;
+      skipped.skipped = true;
+      return skipped;
+    }
+  }
   std::vector<PipelineTask> tasks;
   const bool want_timeline = options.timeline != nullptr;
   PipelineRun run = (options.fast_schedule && !want_timeline) ? simulate_pipeline_fast(spec)
@@ -188,8 +204,9 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
   p.hfu = p.hardware_flops / (p.step_time * gpus * peak);
   p.tokens_per_second = double(config.global_batch) * model.seq_len / p.step_time;
   p.memory = peak_memory(work);
-  p.layer_forward = work.dense_layer().forward_seconds();
-  p.layer_backward = work.dense_layer().backward_seconds();
+  const BlockWork& first_layer = model.layer_is_moe(0) ? work.moe_layer() : work.dense_layer();
+  p.layer_forward = first_layer.forward_seconds();
+  p.layer_backward = first_layer.backward_seconds();
 
   if (want_timeline) {
     detail::TimelineBuilder builder(work, spec, *options.timeline);

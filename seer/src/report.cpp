@@ -73,8 +73,8 @@ std::string format_search(const ModelSpec& model, const HardwareSpec& hw, const 
   std::string o;
   o += fmt::format("Seer search: {} on {} x {} ({}), global batch {}\n", model.name, gpus, hw.name, net.name,
                    r.global_batch);
-  o += fmt::format("{} layouts: {} invalid, {} over memory, {} predicted in {:.2f} s ({:.0f} layouts/s)\n",
-                   r.enumerated, r.invalid, r.out_of_memory, r.evaluated, r.seconds,
+  o += fmt::format("{} layouts: {} invalid, {} over memory, {} bounded out, {} predicted in {:.2f} s ({:.0f} layouts/s)\n",
+                   r.enumerated, r.invalid, r.out_of_memory, r.bounded, r.evaluated, r.seconds,
                    r.seconds > 0 ? r.enumerated / r.seconds : 0.0);
   if (r.top.empty()) {
     o += "no layout fits in memory";
@@ -170,7 +170,8 @@ nlohmann::json to_json(const SearchResult& r) {
   nlohmann::json top = nlohmann::json::array();
   for (const auto& c : r.top) top.push_back({{"config", to_json(c.config)}, {"prediction", to_json(c.prediction)}});
   return {{"global_batch", r.global_batch}, {"enumerated", r.enumerated}, {"invalid", r.invalid},
-          {"out_of_memory", r.out_of_memory}, {"evaluated", r.evaluated},   {"seconds", r.seconds},
+          {"out_of_memory", r.out_of_memory}, {"bounded", r.bounded}, {"evaluated", r.evaluated},
+          {"seconds", r.seconds},
           {"top", top}};
 }
 

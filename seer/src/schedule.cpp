@@ -3,6 +3,8 @@
 #include "astral/seer/schedule.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 
@@ -44,38 +46,37 @@ std::vector<ScheduledTask> stage_order(int stages, int chunks, int microbatches,
 namespace {
 
 // A schedule's task graph depends only on (stages, chunks, micro-batches): compiled once and
-// reused for every layout of a search that shares the shape.
+// reused for every layout of a search that shares the shape. Tasks are 12 bytes so the
+// simulation streams through them.
 struct CompiledTask {
-  int self;       // index of this task's end time
-  int dependency; // index of the end time it waits for, -1 for none
-  int work;       // stage * chunks + chunk
-  bool backward;
-  bool receives;  // its input crosses a stage boundary
-  bool sends;     // its output crosses a stage boundary
-  int chunk;
-  int microbatch;
+  std::int32_t self;        // index of this task's end time: forward (s, c, mb), then backward
+  std::int32_t dependency;  // index of the end time it waits for, -1 for none
+  std::uint16_t duration;   // index into the per-work durations: 2 * (stage * chunks + chunk) + backward
+  std::uint8_t receives;    // its input crosses a stage boundary
+  std::uint8_t sends;       // its output crosses a stage boundary
 };
+static_assert(sizeof(CompiledTask) == 12);
 
 struct CompiledSchedule {
   int stages = 0, chunks = 0, microbatches = 0;
   std::vector<CompiledTask> tasks;  // stage by stage, in each stage's order
   std::vector<int> stage_begin;     // index into tasks, size stages + 1
+  std::vector<int> sends;           // transfers each stage sends
 };
 
 CompiledSchedule compile(int S, int V, int M) {
+  if (2L * S * V > 65535) throw std::invalid_argument("pipeline: too many stages x chunks");
   CompiledSchedule c;
   c.stages = S, c.chunks = V, c.microbatches = M;
-  auto fwd = [&](int s, int ch, int mb) { return int((size_t(s) * V + ch) * M + mb); };
-  const int backward_base = S * V * M;
+  auto fwd = [&](int s, int ch, int mb) { return std::int32_t((size_t(s) * V + ch) * M + mb); };
+  const std::int32_t backward_base = S * V * M;
   auto bwd = [&](int s, int ch, int mb) { return backward_base + fwd(s, ch, mb); };
   c.stage_begin.push_back(0);
+  c.sends.assign(S, 0);
   for (int s = 0; s < S; ++s) {
     for (const ScheduledTask& t : stage_order(S, V, M, s)) {
       CompiledTask ct{};
-      ct.work = s * V + t.chunk;
-      ct.backward = t.backward;
-      ct.chunk = t.chunk;
-      ct.microbatch = t.microbatch;
+      ct.duration = std::uint16_t(2 * (s * V + t.chunk) + (t.backward ? 1 : 0));
       if (!t.backward) {
         ct.self = fwd(s, t.chunk, t.microbatch);
         if (s > 0) ct.dependency = fwd(s - 1, t.chunk, t.microbatch);
@@ -91,6 +92,7 @@ CompiledSchedule compile(int S, int V, int M) {
         ct.receives = s < S - 1 || t.chunk < V - 1;
         ct.sends = !(s == 0 && t.chunk == 0);
       }
+      c.sends[s] += (ct.sends && S > 1) ? 1 : 0;
       c.tasks.push_back(ct);
     }
     c.stage_begin.push_back(int(c.tasks.size()));
@@ -117,33 +119,31 @@ PipelineRun simulate_pipeline(const PipelineSpec& spec, std::vector<PipelineTask
     throw std::invalid_argument("pipeline: forward/backward need stages x chunks durations");
   const CompiledSchedule& cs = compiled(S, V, M);
 
-  thread_local std::vector<double> end_storage;
+  thread_local std::vector<double> end_storage, duration_storage;
   thread_local std::vector<int> waiter_storage;
   end_storage.assign(size_t(2) * S * V * M, -1.0);
   waiter_storage.assign(end_storage.size(), -1);
+  duration_storage.resize(size_t(2) * S * V);
+  for (int w = 0; w < S * V; ++w) {
+    duration_storage[2 * w] = spec.forward[w];
+    duration_storage[2 * w + 1] = spec.backward[w];
+  }
   double* const end = end_storage.data();  // plain pointers: no TLS lookup inside the loop
   int* const waiter = waiter_storage.data();
-  PipelineRun run;
-  run.stage_end.assign(S, 0.0);
-  run.stage_p2p.assign(S, 0.0);
-  run.last_backward_start.assign(S * V, 0.0);
-  run.last_backward_end.assign(S * V, 0.0);
-  run.first_forward_start.assign(S * V, -1.0);
-  std::vector<int> next(cs.stage_begin.begin(), cs.stage_begin.end() - 1);
-  std::vector<double> free_at(S, 0.0);
+  const double* const duration = duration_storage.data();
+  const CompiledTask* const task = cs.tasks.data();
   const double p2p = S > 1 ? spec.p2p : 0.0;
-  const double send_block = spec.blocking_p2p ? p2p : 0.0;
-  if (tasks) tasks->reserve(tasks->size() + cs.tasks.size());
+  const double receive_delay[2] = {0.0, p2p};
+  const double send_block[2] = {0.0, spec.blocking_p2p ? p2p : 0.0};
 
   // Each stage runs until its next task waits for a task of another stage; it then registers as
   // that task's waiter and is woken when it completes. Every task is visited once.
+  std::vector<int> next(cs.stage_begin.begin(), cs.stage_begin.end() - 1);
+  std::vector<double> free_at(S, 0.0);
   std::vector<int> ready_stages;
   ready_stages.reserve(S);
   for (int s = S - 1; s >= 0; --s) ready_stages.push_back(s);
   size_t done = 0;
-  const CompiledTask* const tasks_data = cs.tasks.data();
-  const double* const fwd_time = spec.forward.data();
-  const double* const bwd_time = spec.backward.data();
   while (!ready_stages.empty()) {
     const int s = ready_stages.back();
     ready_stages.pop_back();
@@ -151,7 +151,7 @@ PipelineRun simulate_pipeline(const PipelineSpec& spec, std::vector<PipelineTask
     const int stop = cs.stage_begin[s + 1];
     double free = free_at[s];
     for (; i < stop; ++i) {
-      const CompiledTask& t = tasks_data[i];
+      const CompiledTask& t = task[i];
       double ready = 0.0;
       if (t.dependency >= 0) {
         ready = end[t.dependency];
@@ -159,55 +159,99 @@ PipelineRun simulate_pipeline(const PipelineSpec& spec, std::vector<PipelineTask
           waiter[t.dependency] = s;
           break;
         }
-        if (t.receives) ready += p2p;
+        ready += receive_delay[t.receives];
       }
-      const double start = std::max(free, ready);
-      const double finish = start + (t.backward ? bwd_time[t.work] : fwd_time[t.work]);
+      const double finish = std::max(free, ready) + duration[t.duration];
       end[t.self] = finish;
       if (waiter[t.self] >= 0) ready_stages.push_back(waiter[t.self]);
-      free = finish;
-      if (t.sends && send_block > 0) {
-        free += send_block;
-        run.stage_p2p[s] += send_block;
-      }
-      if (t.backward) {
-        run.last_backward_start[t.work] = start;
-        run.last_backward_end[t.work] = finish;
-      } else if (run.first_forward_start[t.work] < 0) {
-        run.first_forward_start[t.work] = start;
-      }
-      if (tasks) tasks->push_back({s, t.chunk, t.microbatch, t.backward, start, finish});
-      run.stage_end[s] = finish;
+      free = finish + send_block[t.sends];
     }
     done += size_t(i - next[s]);
     next[s] = i;
     free_at[s] = free;
   }
   if (done != cs.tasks.size()) throw std::logic_error("pipeline: schedule deadlocked (inconsistent order)");
+
+  // Bookkeeping from the end times: the last backward of a chunk is its last micro-batch, the
+  // first forward its first one (both orders run micro-batches in sequence per chunk).
+  PipelineRun run;
+  run.stage_end.resize(S);
+  run.stage_p2p.resize(S);
+  run.last_backward_start.resize(S * V);
+  run.last_backward_end.resize(S * V);
+  run.first_forward_start.resize(S * V);
+  const size_t backward_base = size_t(S) * V * M;
+  for (int s = 0; s < S; ++s) {
+    const CompiledTask& last = task[cs.stage_begin[s + 1] - 1];
+    run.stage_end[s] = end[last.self];
+    run.stage_p2p[s] = cs.sends[s] * send_block[1];
+    for (int c = 0; c < V; ++c) {
+      const int w = s * V + c;
+      const size_t f0 = size_t(w) * M, bl = backward_base + size_t(w) * M + (M - 1);
+      run.first_forward_start[w] = end[f0] - spec.forward[w];
+      run.last_backward_end[w] = end[bl];
+      run.last_backward_start[w] = end[bl] - spec.backward[w];
+    }
+  }
   run.makespan = *std::max_element(run.stage_end.begin(), run.stage_end.end());
+  if (tasks) {
+    tasks->reserve(tasks->size() + cs.tasks.size());
+    for (int s = 0; s < S; ++s)
+      for (int i = cs.stage_begin[s]; i < cs.stage_begin[s + 1]; ++i) {
+        const CompiledTask& t = task[i];
+        const bool backward = size_t(t.self) >= backward_base;
+        const size_t local = backward ? t.self - backward_base : t.self;
+        const int mb = int(local % M), c = int((local / M) % V);
+        const double finish = end[t.self];
+        tasks->push_back({s, c, mb, backward, finish - duration[t.duration], finish});
+      }
+  }
   return run;
 }
 
 PipelineRun simulate_pipeline_fast(const PipelineSpec& spec) {
   // The steady state of 1F1B repeats every `stages` micro-batches (every group of the interleaved
-  // order); two prefixes one period apart give the slope of every per-stage time.
+  // order). Three prefixes one period apart give the per-period growth of every per-stage time;
+  // when the last two periods agree the schedule is periodic and extrapolates exactly, otherwise
+  // (a long transient) the whole schedule is simulated.
   const int S = spec.stages;
   const int period = S;
   const int prefix = ((std::max(3 * S, 2 * S * spec.chunks) + period - 1) / period) * period;
-  if (spec.microbatches <= prefix + period) return simulate_pipeline(spec);
-  PipelineSpec a = spec, b = spec;
-  a.microbatches = prefix;
-  b.microbatches = prefix + period;
-  PipelineRun ra = simulate_pipeline(a), rb = simulate_pipeline(b);
-  const double periods = double(spec.microbatches - b.microbatches) / period;
-  auto extrapolate = [&](std::vector<double>& out, const std::vector<double>& x, const std::vector<double>& y) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = y[i] + (y[i] - x[i]) * periods;
+  if (spec.microbatches <= prefix + 3 * period) return simulate_pipeline(spec);
+  PipelineSpec x = spec;
+  x.microbatches = prefix;
+  PipelineRun ra = simulate_pipeline(x);
+  x.microbatches = prefix + period;
+  PipelineRun rb = simulate_pipeline(x);
+  x.microbatches = prefix + 2 * period;
+  PipelineRun rc = simulate_pipeline(x);
+  // Extrapolate only a saturated steady state: the growth per period equals the work of the
+  // busiest stage (compute plus blocking sends), which no later period can undercut or exceed.
+  // Anything else (a pipeline bound by transfer latency, a long transient) is simulated in full.
+  double busiest = 0;
+  for (int s = 0; s < S; ++s) {
+    double work = 0;
+    for (int c = 0; c < spec.chunks; ++c) {
+      work += spec.forward[s * spec.chunks + c] + spec.backward[s * spec.chunks + c];
+      if (spec.blocking_p2p && S > 1) {
+        work += (s == S - 1 && c == spec.chunks - 1) ? 0 : spec.p2p;  // forward output sent on
+        work += (s == 0 && c == 0) ? 0 : spec.p2p;                      // gradient sent back
+      }
+    }
+    busiest = std::max(busiest, work * period);
+  }
+  const double growth = rc.makespan - rb.makespan;
+  if (std::fabs(growth - busiest) > 1e-9 * busiest || std::fabs((rb.makespan - ra.makespan) - busiest) > 1e-9 * busiest)
+    return simulate_pipeline(spec);
+  const double periods = double(spec.microbatches - x.microbatches) / period;
+  auto extrapolate = [&](std::vector<double>& out, const std::vector<double>& a, const std::vector<double>& b) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = b[i] + (b[i] - a[i]) * periods;
   };
-  PipelineRun r = rb;
-  extrapolate(r.stage_end, ra.stage_end, rb.stage_end);
-  extrapolate(r.stage_p2p, ra.stage_p2p, rb.stage_p2p);
-  extrapolate(r.last_backward_start, ra.last_backward_start, rb.last_backward_start);
-  extrapolate(r.last_backward_end, ra.last_backward_end, rb.last_backward_end);
+  PipelineRun r = rc;
+  extrapolate(r.stage_end, rb.stage_end, rc.stage_end);
+  extrapolate(r.stage_p2p, rb.stage_p2p, rc.stage_p2p);
+  extrapolate(r.last_backward_start, rb.last_backward_start, rc.last_backward_start);
+  extrapolate(r.last_backward_end, rb.last_backward_end, rc.last_backward_end);
   r.makespan = *std::max_element(r.stage_end.begin(), r.stage_end.end());
   return r;
 }

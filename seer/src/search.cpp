@@ -112,7 +112,12 @@ SearchResult search(const ModelSpec& model, const HardwareSpec& hw, const Networ
       if (over < closest) closest = over, result.closest_oom = mem;
       continue;
     }
+    fast.skip_above = best.size() < k ? 0.0 : best.front().prediction.step_time;
     Prediction p = predict(work, gpus, fast);
+    if (p.skipped) {
+      ++result.bounded;
+      continue;
+    }
     ++result.evaluated;
     if (best.size() < k) {
       best.push_back({c, std::move(p)});

@@ -56,17 +56,18 @@ void run(const Scenario& s, bool quick) {
     best = std::min(best, cpu_now() - c0);
     best_wall = std::min(best_wall, now() - t0);
   }
-  const double rate = r.evaluated / best;
+  // Valid layouts the search decided on: rejected for memory, bounded out, or predicted.
+  const size_t decided = r.out_of_memory + r.bounded + r.evaluated;
+  const double rate = decided / best;
 
-  // Baseline: the same valid, fitting layouts through the exact path, one predict() each.
+  // Baseline: every valid layout through the exact path (one predict() each, with its memory
+  // estimate), the way a plain loop over the space would decide it.
   std::vector<TrainConfig> layouts = enumerate_layouts(model, net, s.gpus, opts);
   size_t exact_done = 0;
   const double budget = quick ? 0.5 : 2.0;
   double t0 = cpu_now(), t = t0;
   for (auto& c : layouts) {
     if (!validation_error(model, c, s.gpus).empty()) continue;
-    Workload w(model, hw, net, c);
-    if (!peak_memory(w).fits()) continue;
     (void)predict(model, hw, net, c, s.gpus);
     ++exact_done;
     t = cpu_now();
@@ -76,14 +77,18 @@ void run(const Scenario& s, bool quick) {
   const double calculon = 340.0;  // 8,112 layouts in 24.3 s on 2 cores (perf-models §10.1) -> per core ~170
 
   std::printf("%s\n", s.title);
-  std::printf("  layouts %zu (invalid %zu, over memory %zu, predicted %zu), best of 3: %.3f s CPU, %.3f s wall\n",
-              r.enumerated, r.invalid, r.out_of_memory, r.evaluated, best, best_wall);
-  std::printf("  seer search        %10.0f predicted layouts/s/core  (%.0f enumerated/s)\n", rate, r.enumerated / best);
-  std::printf("  exact-path baseline%10.0f predicted layouts/s/core  -> search is %.1fx faster\n", exact_rate,
+  std::printf("  layouts %zu: invalid %zu, over memory %zu, bounded out %zu, predicted %zu; best of 3: %.3f s CPU, "
+              "%.3f s wall\n",
+              r.enumerated, r.invalid, r.out_of_memory, r.bounded, r.evaluated, best, best_wall);
+  const double tried = r.enumerated / best;
+  std::printf("  seer search          %9.0f valid layouts decided/s/core (%.0f tried/s, %.0f full predictions/s)\n",
+              rate, tried, r.evaluated / best);
+  std::printf("  exact-path baseline  %9.0f valid layouts predicted/s/core  -> search is %.1fx faster\n", exact_rate,
               rate / exact_rate);
-  std::printf("  Calculon (published) %8.0f layouts/s on 2 cores     -> search is %.1fx faster (%.1fx per core)\n",
-              calculon, rate / calculon, rate / (calculon / 2));
-  std::printf("  target >= 10000 layouts/s/core: %s\n", rate >= 10000 ? "met" : "NOT MET");
+  // Calculon's "calcs/s" counts every layout it tries, feasible or not, on 2 cores.
+  std::printf("  Calculon (published) %9.0f layouts tried/s on 2 cores    -> %.0fx per core (tried), %.0fx (decided)\n",
+              calculon, tried / (calculon / 2), rate / (calculon / 2));
+  std::printf("  target >= 10000 valid layouts/s/core: %s\n", rate >= 10000 ? "met" : "NOT MET");
   if (!r.top.empty())
     std::printf("  best: %.3f s/step, MFU %.1f %%\n\n", r.top[0].prediction.step_time, r.top[0].prediction.mfu * 100);
 }
@@ -95,7 +100,11 @@ int main(int argc, char** argv) {
   run({"GPT-3 175B on 12,288 H100 (Astral same-rail network), global batch 1536", "gpt3-175b", "h100-sxm",
        "astral-same-rail-12k", 12288, 1536},
       quick);
-  run({"MT-NLG 530B on 4,480 A100 (uniform network), global batch 1920 (the MT-NLG training run's scale)",
+  run({"GPT-3 175B on 1,024 A100 (uniform network), global batch 1536: long pipelines, many micro-batches",
+       "gpt3-175b", "a100-80gb", "", 1024, 1536},
+      quick);
+  run({"MT-NLG 530B on 4,480 A100 (uniform network), global batch 1920: a small space, the top-10 exact re-check "
+       "dominates",
        "mt-nlg-530b", "a100-80gb", "", 4480, 1920},
       quick);
   return 0;

@@ -65,8 +65,9 @@ struct Prediction {
   int critical_stage = 0;
   std::vector<StageTimes> stages;
   MemoryEstimate memory;
-  double layer_forward = 0;   // one dense layer, one micro-batch, seconds
+  double layer_forward = 0;   // the first transformer layer, one micro-batch, seconds
   double layer_backward = 0;
+  bool skipped = false;  // only a lower bound was computed (PredictOptions::skip_above)
 };
 
 // One step's events for the timeline (Chrome trace) and for `compare`.
@@ -87,6 +88,9 @@ struct TimelineEvent {
 struct PredictOptions {
   bool fast_schedule = false;  // extrapolate long pipelines (search); exact otherwise
   std::vector<TimelineEvent>* timeline = nullptr;  // filled when set (exact schedule only)
+  // When > 0 and the busiest stage's work alone exceeds it, stop early: the result has
+  // skipped = true and step_time = that lower bound (used by search against its k-th best).
+  double skip_above = 0;
 };
 
 // Predicts one step. `config.dp` may be 0 (derived from gpus). Throws SpecError for input that

@@ -33,6 +33,7 @@ struct SearchResult {
   std::size_t enumerated = 0;      // layouts generated
   std::size_t invalid = 0;         // rejected by the consistency checks
   std::size_t out_of_memory = 0;   // valid but over the GPU's memory
+  std::size_t bounded = 0;         // fits, but a lower bound on its step time loses to the top k
   std::size_t evaluated = 0;       // fully predicted
   double seconds = 0;              // wall time of the search
   int global_batch = 0;
