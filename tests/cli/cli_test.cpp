@@ -5,10 +5,11 @@
 
 using astral::test::run_process;
 
-TEST_CASE("astral --help prints usage and exits 0") {
+TEST_CASE("astral --help lists the command groups and exits 0") {
   auto r = run_process({ASTRAL_CLI, "--help"});
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("Usage: astral") != std::string::npos);
+  CHECK(r.out.find("topo") != std::string::npos);
 }
 
 TEST_CASE("astral with an unknown subcommand is bad usage (exit 2)") {
