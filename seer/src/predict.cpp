@@ -209,7 +209,7 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
   p.layer_backward = first_layer.backward_seconds();
 
   if (want_timeline) {
-    detail::TimelineBuilder builder(work, spec, *options.timeline);
+    detail::TimelineBuilder builder(work, spec, *options.timeline, options.timeline_layers_only);
     for (const auto& t : tasks) builder.task(t);
     for (int s = 0; s < S; ++s)
       builder.step_end(s, run.stage_end[s], grad_times[s], grad_exposed_times[s], gather_times[s], opt_times[s]);

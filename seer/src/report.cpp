@@ -83,13 +83,13 @@ std::string format_search(const ModelSpec& model, const HardwareSpec& hw, const 
                        r.closest_oom.capacity / kGiB);
     return o + "\n";
   }
-  o += fmt::format("\n{:>3}  {:<58} {:>9} {:>6} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7}\n", "#", "layout", "step", "MFU",
+  o += fmt::format("\n{:>3}  {:<64} {:>9} {:>6} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7}\n", "#", "layout", "step", "MFU",
                    "mem GiB", "compute", "tp", "pp", "dp", "bubble");
   for (size_t i = 0; i < r.top.size(); ++i) {
     const auto& c = r.top[i];
     const auto& p = c.prediction;
     const auto& b = p.breakdown;
-    o += fmt::format("{:>3}  {:<58} {:>9} {:>5.1f}% {:>8.1f}  {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f}\n", i + 1,
+    o += fmt::format("{:>3}  {:<64} {:>9} {:>5.1f}% {:>8.1f}  {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f} {:>7.2f}\n", i + 1,
                      describe_layout(c.config), seconds(p.step_time), p.mfu * 100, p.memory.total() / kGiB,
                      b.compute, b.tp + b.ep, b.pp, b.dp, b.bubble);
   }

@@ -1,4 +1,5 @@
 // Timeline events for one step and their Chrome trace JSON form.
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -19,8 +20,9 @@ const char* phase_name(Phase p) {
 
 }  // namespace
 
-TimelineBuilder::TimelineBuilder(const Workload& work, const PipelineSpec& spec, std::vector<TimelineEvent>& out)
-    : work_(work), spec_(spec), out_(out) {}
+TimelineBuilder::TimelineBuilder(const Workload& work, const PipelineSpec& spec, std::vector<TimelineEvent>& out,
+                                 bool layers_only)
+    : work_(work), spec_(spec), out_(out), layers_only_(layers_only) {}
 
 int TimelineBuilder::rank_of(int stage) const { return stage * work_.config().tp * work_.config().dp; }
 
@@ -42,6 +44,24 @@ void TimelineBuilder::emit(std::string name, const char* kind, const char* lane,
 }
 
 void TimelineBuilder::ops(const std::vector<Op>& ops, const PipelineTask& t, int layer, double& cursor) {
+  if (layers_only_ && layer >= 0 && layer < work_.model().layers) {
+    // One event per layer and phase; collectives still on their lanes.
+    const double begin = cursor;
+    double recompute_end = cursor;
+    for (const auto& op : ops) {
+      if (op.is_comm())
+        emit(op.name, to_string(op.collective), to_string(op.dim), &t, t.stage, layer, phase_name(op.phase), cursor,
+             op.seconds);
+      cursor += op.is_comm() ? op.exposed() : op.seconds;
+      if (op.phase == Phase::kRecompute) recompute_end = cursor;
+    }
+    if (recompute_end > begin)
+      emit("layer " + std::to_string(layer) + " recompute", "layer", "compute", &t, t.stage, layer, "recompute", begin,
+           recompute_end - begin);
+    emit("layer " + std::to_string(layer), "layer", "compute", &t, t.stage, layer, t.backward ? "backward" : "forward",
+         recompute_end, cursor - recompute_end);
+    return;
+  }
   for (const auto& op : ops) {
     if (op.is_comm()) {
       // The collective runs for its full time on its own lane; the compute lane waits only for
@@ -99,6 +119,11 @@ void TimelineBuilder::step_end(int stage, double end, double grad, double grad_e
 
 }  // namespace detail
 
+namespace {
+// Nanosecond resolution is plenty and keeps the JSON short (shortest round-trip printing).
+double microseconds(double seconds) { return std::round(seconds * 1e9) / 1e3; }
+}  // namespace
+
 nlohmann::json chrome_trace(const std::vector<TimelineEvent>& events, const nlohmann::json& metadata) {
   static const std::map<std::string, int> lane_ids = {{"compute", 1}, {"tp", 2}, {"ep", 3}, {"pp", 4}, {"dp", 5}};
   nlohmann::json trace = nlohmann::json::array();
@@ -114,8 +139,8 @@ nlohmann::json chrome_trace(const std::vector<TimelineEvent>& events, const nloh
     trace.push_back({{"name", e.name},
                      {"cat", e.kind},
                      {"ph", "X"},
-                     {"ts", e.start * 1e6},
-                     {"dur", e.duration * 1e6},
+                     {"ts", microseconds(e.start)},
+                     {"dur", microseconds(e.duration)},
                      {"pid", e.rank},
                      {"tid", lane == lane_ids.end() ? 9 : lane->second},
                      {"args", std::move(args)}});

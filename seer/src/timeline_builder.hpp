@@ -9,7 +9,9 @@ namespace astral::seer::detail {
 
 class TimelineBuilder {
  public:
-  TimelineBuilder(const Workload& work, const PipelineSpec& spec, std::vector<TimelineEvent>& out);
+  // layers_only: one compute event per transformer layer instead of one per operator.
+  TimelineBuilder(const Workload& work, const PipelineSpec& spec, std::vector<TimelineEvent>& out,
+                  bool layers_only = false);
   void task(const PipelineTask& t);
   // After a stage's last task: gradient reduction, optimizer step, parameter gather.
   void step_end(int stage, double end, double grad, double grad_exposed, double gather, double optimizer);
@@ -23,6 +25,7 @@ class TimelineBuilder {
   const Workload& work_;
   const PipelineSpec& spec_;
   std::vector<TimelineEvent>& out_;
+  bool layers_only_ = false;
 };
 
 }  // namespace astral::seer::detail

@@ -141,6 +141,9 @@ void register_seer(CLI::App& root, cli::Outcome& outcome) {
   add_common(predict_cmd, pc, true);
   add_layout(predict_cmd, pl);
   predict_cmd->add_option("--timeline", timeline, "write the step's operator timeline as Chrome trace JSON");
+  static std::string timeline_level = "op";
+  predict_cmd->add_option("--timeline-level", timeline_level, "op (every operator, for compare) or layer (smaller)")
+      ->check(CLI::IsMember({"op", "layer"}));
   predict_cmd->callback([&outcome] {
     guarded([&] {
       ModelSpec model = load_model(pc.model);
@@ -151,6 +154,7 @@ void register_seer(CLI::App& root, cli::Outcome& outcome) {
       std::vector<TimelineEvent> events;
       PredictOptions opts;
       if (!timeline.empty()) opts.timeline = &events;
+      opts.timeline_layers_only = timeline_level == "layer";
       Prediction p = predict(model, hw, net, config, pc.gpus, opts);
       if (!timeline.empty()) {
         json meta = {{"seer", {{"model", model.name}, {"hardware", hw.name}, {"gpus", pc.gpus},

@@ -88,6 +88,7 @@ struct TimelineEvent {
 struct PredictOptions {
   bool fast_schedule = false;  // extrapolate long pipelines (search); exact otherwise
   std::vector<TimelineEvent>* timeline = nullptr;  // filled when set (exact schedule only)
+  bool timeline_layers_only = false;  // one compute event per layer (big models, long pipelines)
   // When > 0 and the busiest stage's work alone exceeds it, stop early: the result has
   // skipped = true and step_time = that lower bound (used by search against its k-th best).
   double skip_above = 0;
