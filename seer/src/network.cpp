@@ -15,22 +15,6 @@ namespace {
 
 constexpr double kGB = 1e9;
 
-// NCCL's base latencies in µs per [algorithm][protocol] (performance-models.md §4.1; tree and
-// ring from tuning.cc, NVLS values are those of NCCL 2.18+ for the same table shape). Entries
-// that NCCL does not model for Seer are 0 and unused.
-constexpr double kBaseLatencyUs[kAlgorithms][kProtocols] = {
-    {4.4, 4.4, 0},    // tree
-    {3.6, 10.0, 8.4}, // ring
-    {0, 0, 0},        // collnet direct
-    {0, 0, 0},        // collnet chain
-    {0, 0, 25},       // nvls
-    {0, 0, 25},       // nvls tree
-    {0, 0, 8.4},      // pat
-};
-// Per-step hardware latency of each protocol relative to Simple's, from the ratios in the same
-// table: NVLink ring LL 0.47, LL128 1.9, Simple 3.4 µs; network ring LL 2.7, LL128 4.0, Simple 9.6.
-constexpr double kProtoLatencyNvl[kProtocols] = {0.47 / 3.4, 1.9 / 3.4, 1.0};
-constexpr double kProtoLatencyNet[kProtocols] = {2.7 / 9.6, 4.0 / 9.6, 1.0};
 // Share of link bandwidth that carries payload: LL sends 8-byte lines with 4 data bytes and NCCL
 // caps it further (x 1/4 of Simple across nodes in tuning.cc); LL128 uses 120 of 128 bytes.
 constexpr double kProtoBandwidth[kProtocols] = {0.25, 0.92, 1.0};
@@ -39,6 +23,25 @@ constexpr double kProtoBandwidthIntra[kProtocols] = {0.5, 0.92, 1.0};
 double ceil_log2(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(double(n))); }
 
 }  // namespace
+
+LatencyConstants LatencyConstants::defaults() {
+  LatencyConstants c{};
+  // [algorithm][protocol]: tree, ring from NCCL's tuning.cc (perf-models §4.1).
+  const double base[kAlgorithms][kProtocols] = {{4.4, 4.4, 0}, {3.6, 10.0, 8.4}, {0, 0, 0}, {0, 0, 0},
+                                                {0, 0, 25}, {0, 0, 25}, {0, 0, 8.4}};
+  const double nvlink[kAlgorithms][kProtocols] = {{0.52, 1.2, 28}, {0.47, 1.9, 3.4}, {0, 0, 0}, {0, 0, 0},
+                                                  {0, 0, 3.4}, {0, 0, 3.4}, {0, 0, 3.4}};
+  const double net[kAlgorithms][kProtocols] = {{5.0, 8.5, 50}, {2.7, 4.0, 9.6}, {0, 0, 0}, {0, 0, 0},
+                                               {0, 0, 9.6}, {0, 0, 9.6}, {0, 0, 9.6}};
+  for (int a = 0; a < kAlgorithms; ++a)
+    for (int p = 0; p < kProtocols; ++p) {
+      c.base[a][p] = base[a][p];
+      c.hw[0][a][p] = nvlink[a][p];
+      c.hw[1][a][p] = nvlink[a][p];  // PCI: not used by Seer's placements
+      c.hw[2][a][p] = net[a][p];
+    }
+  return c;
+}
 
 const char* to_string(Collective c) {
   switch (c) {
@@ -175,13 +178,23 @@ nlohmann::json to_json(const Network& n) {
 
 // ---- the per-communicator model -----------------------------------------------------------------
 
-CollectiveModel::CollectiveModel(const Network& net, const Group& group) : group_(group) {
+CollectiveModel::CollectiveModel(const Network& net, const Group& group, const LatencyConstants* nccl)
+    : group_(group) {
+  const LatencyConstants c = nccl ? *nccl : LatencyConstants::defaults();
+  // Without NCCL's constants, the network's per-step latencies (ring/Simple) set the scale.
+  const double nvl_scale = nccl ? 1.0 : net.nvlink_latency / 3.4e-6;
+  const double net_scale = nccl ? 1.0 : net.net_latency / 9.6e-6;
+  for (int a = 0; a < kAlgorithms; ++a)
+    for (int p = 0; p < kProtocols; ++p) {
+      base_[a][p] = c.base[a][p] * 1e-6;
+      nvl_[a][p] = c.hw[0][a][p] * 1e-6 * nvl_scale;
+      net_[a][p] = c.hw[2][a][p] * 1e-6 * net_scale;
+    }
   hosts_ = std::max(group.hosts(), 1);
   nvls_ = net.nvls && group.per_host > 1;
   pxn_ = net.pxn;
   bw_nvl_ = net.nvlink_bandwidth * net.nvlink_efficiency;
   bw_nvls_ = net.nvlink_bandwidth * net.nvls_efficiency;
-  lat_nvl_ = net.nvlink_latency;
 
   // Which tiers the group's traffic climbs: same-rail traffic (rings, trees, PXN-forwarded
   // all-to-all) stays below the first tier that spans the group; traffic that has to change rail
@@ -189,7 +202,7 @@ CollectiveModel::CollectiveModel(const Network& net, const Group& group) : group
   int span = (hosts_ - 1) * std::max(group.host_stride, 1) + 1;
   auto tier_effects = [&](int top, double& bw_factor, double& latency) {
     bw_factor = 1.0;
-    latency = net.net_latency;
+    latency = 0;
     int n = static_cast<int>(net.tiers.size());
     for (int i = 0; i < n && i <= top; ++i) {
       const Tier& t = net.tiers[i];
@@ -201,10 +214,8 @@ CollectiveModel::CollectiveModel(const Network& net, const Group& group) : group
   };
   double rail_factor = 1, xrail_factor = 1;
   if (hosts_ > 1) {
-    tier_effects(net.tier_for(span, false), rail_factor, lat_net_);
-    tier_effects(net.tier_for(span, true), xrail_factor, lat_net_xrail_);
-  } else {
-    lat_net_ = lat_net_xrail_ = net.net_latency;
+    tier_effects(net.tier_for(span, false), rail_factor, hops_);
+    tier_effects(net.tier_for(span, true), xrail_factor, hops_xrail_);
   }
   double gpu_nic = net.nic_bandwidth_per_gpu() * net.net_efficiency;
   bw_gpu_net_ = gpu_nic * rail_factor;
@@ -227,10 +238,11 @@ void CollectiveModel::cost_table(Collective c, double bytes, CostTable& out) con
   const bool multi = h > 1;
   const double bus = multi ? bw_net_ : bw_nvl_;
 
-  auto lat_steps = [&](int intra_steps, int inter_steps, int proto, double base) {
-    return base * 1e-6 + intra_steps * lat_nvl_ * kProtoLatencyNvl[proto] +
-           inter_steps * lat_net_ * kProtoLatencyNet[proto];
+  // NCCL's latency shape: base + NVLink steps x NVLink latency + network steps x network latency.
+  auto lat_steps = [&](int algo, int proto, int intra_steps, int inter_steps) {
+    return base_[algo][proto] + intra_steps * nvl_[algo][proto] + inter_steps * (net_[algo][proto] + hops_);
   };
+  constexpr int kTree = int(Algorithm::kTree), kRing = int(Algorithm::kRing);
   auto proto_bw = [&](int proto) { return multi ? kProtoBandwidth[proto] : kProtoBandwidthIntra[proto]; };
 
   switch (c) {
@@ -238,16 +250,14 @@ void CollectiveModel::cost_table(Collective c, double bytes, CostTable& out) con
       for (int pr = 0; pr < kProtocols; ++pr) {
         // Ring: reduce-scatter then all-gather around p ranks, 2(p-1) steps, 2(h-1) across hosts.
         double ring_bw = bus * proto_bw(pr);
-        out[int(Algorithm::kRing)][pr] = lat_steps(2 * (p - h), 2 * (h - 1), pr, kBaseLatencyUs[1][pr]) +
-                                         2.0 * (p - 1) / p * bytes / ring_bw;
+        out[kRing][pr] = lat_steps(kRing, pr, 2 * (p - h), 2 * (h - 1)) + 2.0 * (p - 1) / p * bytes / ring_bw;
         // Tree (NCCL's double binary tree across hosts, chains inside): algorithm bandwidth is half
         // the bus bandwidth; latency 2((g-1) intra + log2(h) inter).
         if (multi) {
           double tree_bw = 0.9 * bus * proto_bw(pr) * 0.5;
-          out[int(Algorithm::kTree)][pr] =
-              kBaseLatencyUs[0][pr] * 1e-6 +
-              2.0 * ((g - 1) * lat_nvl_ * kProtoLatencyNvl[pr] + ceil_log2(h) * lat_net_ * kProtoLatencyNet[pr]) +
-              bytes / tree_bw;
+          out[kTree][pr] = base_[kTree][pr] +
+                           2.0 * ((g - 1) * nvl_[kTree][pr] + ceil_log2(h) * (net_[kTree][pr] + hops_)) +
+                           bytes / tree_bw;
         }
       }
       if (nvls_) {
@@ -255,11 +265,11 @@ void CollectiveModel::cost_table(Collective c, double bytes, CostTable& out) con
         // the host; across hosts NCCL pairs it with a tree (NVLS tree).
         double intra = bytes / bw_nvls_;
         if (!multi) {
-          out[int(Algorithm::kNvls)][2] = kBaseLatencyUs[4][2] * 1e-6 + lat_nvl_ + intra;
+          out[int(Algorithm::kNvls)][2] = base_[int(Algorithm::kNvls)][2] + nvl_[int(Algorithm::kNvls)][2] + intra;
         } else {
           double inter = 2.0 * (h - 1) / h * bytes / (bw_gpu_net_ * g);
-          out[int(Algorithm::kNvlsTree)][2] = kBaseLatencyUs[5][2] * 1e-6 + 2 * ceil_log2(h) * lat_net_ +
-                                              std::max(intra, inter);
+          const int a = int(Algorithm::kNvlsTree);
+          out[a][2] = base_[a][2] + nvl_[a][2] + 2 * ceil_log2(h) * (net_[a][2] + hops_) + std::max(intra, inter);
         }
       }
       break;
@@ -267,18 +277,16 @@ void CollectiveModel::cost_table(Collective c, double bytes, CostTable& out) con
     case Collective::kAllGather:
     case Collective::kReduceScatter: {
       for (int pr = 0; pr < kProtocols; ++pr)
-        out[int(Algorithm::kRing)][pr] = lat_steps(p - h, h - 1, pr, kBaseLatencyUs[1][pr]) +
-                                         double(p - 1) / p * bytes / (bus * proto_bw(pr));
+        out[kRing][pr] = lat_steps(kRing, pr, p - h, h - 1) + double(p - 1) / p * bytes / (bus * proto_bw(pr));
       if (multi && g == 1)  // PAT (NCCL 2.23+): log-step algorithm for one rank per host
-        out[int(Algorithm::kPat)][2] = kBaseLatencyUs[6][2] * 1e-6 + ceil_log2(p) * lat_net_ +
+        out[int(Algorithm::kPat)][2] = lat_steps(int(Algorithm::kPat), 2, 0, int(ceil_log2(p))) +
                                        double(p - 1) / p * bytes / bus;
       break;
     }
     case Collective::kBroadcast:
     case Collective::kReduce: {
       for (int pr = 0; pr < kProtocols; ++pr)
-        out[int(Algorithm::kRing)][pr] = lat_steps(p - h, h - 1, pr, kBaseLatencyUs[1][pr]) +
-                                         bytes / (bus * proto_bw(pr));
+        out[kRing][pr] = lat_steps(kRing, pr, p - h, h - 1) + bytes / (bus * proto_bw(pr));
       break;
     }
     case Collective::kAllToAll: {
@@ -289,17 +297,16 @@ void CollectiveModel::cost_table(Collective c, double bytes, CostTable& out) con
       double inter_share = double(p - g) / p;
       double nvl_bytes = bytes * intra_share + (pxn_ ? bytes * inter_share * (g - 1) / g : 0.0);
       double net_bw = pxn_ ? bw_gpu_net_ : bw_net_xrail_;
-      double net_lat = pxn_ ? lat_net_ : lat_net_xrail_;
+      double net_lat = net_[kRing][2] + (pxn_ ? hops_ : hops_xrail_);
       double t_nvl = g > 1 ? nvl_bytes / bw_nvl_ : 0.0;
       double t_net = multi ? bytes * inter_share / net_bw : 0.0;
-      out[int(Algorithm::kRing)][2] =
-          kBaseLatencyUs[1][2] * 1e-6 + (multi ? net_lat : lat_nvl_) + std::max(t_nvl, t_net);
+      out[kRing][2] = base_[kRing][2] + (multi ? net_lat : nvl_[kRing][2]) + std::max(t_nvl, t_net);
       break;
     }
     case Collective::kSendRecv: {
       double bw = multi ? bw_gpu_net_ : bw_nvl_;
-      double lat = multi ? lat_net_ : lat_nvl_;
-      out[int(Algorithm::kRing)][2] = kBaseLatencyUs[1][2] * 1e-6 + lat + bytes / bw;
+      double lat = multi ? net_[kRing][2] + hops_ : nvl_[kRing][2];
+      out[kRing][2] = base_[kRing][2] + lat + bytes / bw;
       break;
     }
   }

@@ -92,6 +92,18 @@ Network uniform_network(const HardwareSpec& hw, int gpus);
 Network network_from_json(const nlohmann::json& j, const HardwareSpec& hw);
 nlohmann::json to_json(const Network& n);
 
+// NCCL's latency constants in µs, laid out as the tuner v5 interface hands them over
+// (ncclTunerConstants_v5_t): base latency per [algorithm][protocol] and per-step hardware latency
+// per [link][algorithm][protocol] with links NVLink 0, PCI 1, network 2.
+inline constexpr int kHwLinks = 3;
+struct LatencyConstants {
+  double base[kAlgorithms][kProtocols];
+  double hw[kHwLinks][kAlgorithms][kProtocols];
+  // NCCL's tuning.cc values (performance-models.md §4.1) for tree and ring; NVLS and PAT are
+  // Seer's estimates. The tuner replaces all of them with the running NCCL's constants.
+  static LatencyConstants defaults();
+};
+
 // The cost of one collective for every algorithm and protocol, in seconds; negative where the
 // model has no opinion (algorithm not applicable). Same layout as NCCL's cost table.
 using CostTable = std::array<std::array<double, kProtocols>, kAlgorithms>;
@@ -106,7 +118,9 @@ struct CollectiveCost {
 // tuner calls it for every collective).
 class CollectiveModel {
  public:
-  CollectiveModel(const Network& net, const Group& group);
+  // `nccl`: NCCL's own latency constants (tuner init); without them the defaults are scaled so
+  // that a ring/Simple step costs the network's nvlink_latency and net_latency.
+  CollectiveModel(const Network& net, const Group& group, const LatencyConstants* nccl = nullptr);
   // `bytes`: NCCL's convention: the whole buffer for AllReduce/Broadcast/Reduce, the gathered
   // (total) size for AllGather/ReduceScatter, what each rank sends in total for AllToAll, the
   // message for SendRecv.
@@ -124,9 +138,11 @@ class CollectiveModel {
   double bw_net_ = 0;       // bus bandwidth across hosts (the group's rails on one host)
   double bw_net_xrail_ = 0; // per-GPU bandwidth for traffic that must change rails in the fabric
   double bw_gpu_net_ = 0;   // one GPU's NIC share, after tier effects
-  double lat_nvl_ = 0;
-  double lat_net_ = 0;       // one network step including switch hops
-  double lat_net_xrail_ = 0;
+  double hops_ = 0;          // switch traversals of one network step, s
+  double hops_xrail_ = 0;
+  double base_[kAlgorithms][kProtocols] = {};  // s
+  double nvl_[kAlgorithms][kProtocols] = {};   // s per NVLink step
+  double net_[kAlgorithms][kProtocols] = {};   // s per network step, before switch hops
   bool pxn_ = true;
 };
 
