@@ -251,14 +251,12 @@ void CollectiveModel::cost_table(Collective c, double bytes, CostTable& out) con
         // Ring: reduce-scatter then all-gather around p ranks, 2(p-1) steps, 2(h-1) across hosts.
         double ring_bw = bus * proto_bw(pr);
         out[kRing][pr] = lat_steps(kRing, pr, 2 * (p - h), 2 * (h - 1)) + 2.0 * (p - 1) / p * bytes / ring_bw;
-        // Tree (NCCL's double binary tree across hosts, chains inside): algorithm bandwidth is half
-        // the bus bandwidth; latency 2((g-1) intra + log2(h) inter).
-        if (multi) {
-          double tree_bw = 0.9 * bus * proto_bw(pr) * 0.5;
-          out[kTree][pr] = base_[kTree][pr] +
-                           2.0 * ((g - 1) * nvl_[kTree][pr] + ceil_log2(h) * (net_[kTree][pr] + hops_)) +
-                           bytes / tree_bw;
-        }
+        // Tree (NCCL's double binary tree across hosts, a chain inside each): algorithm bandwidth is
+        // half the bus bandwidth (x 0.9, NCCL's tree correction); latency 2((g-1) intra + log2(h) inter).
+        double tree_bw = 0.9 * bus * proto_bw(pr) * 0.5;
+        out[kTree][pr] = base_[kTree][pr] +
+                         2.0 * ((g - 1) * nvl_[kTree][pr] + ceil_log2(h) * (net_[kTree][pr] + hops_)) +
+                         bytes / tree_bw;
       }
       if (nvls_) {
         // NVLink SHARP: the switch reduces, each GPU sends and receives the buffer once inside
