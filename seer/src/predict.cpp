@@ -22,14 +22,21 @@ struct Parts {
   double total() const { return compute + tp + ep; }
 };
 
+// The chunks of `stage` sorted by a per-(stage, chunk) time.
+std::vector<int> chunks_by(const std::vector<double>& time, int stage, int chunks) {
+  std::vector<int> order(chunks);
+  for (int c = 0; c < chunks; ++c) order[c] = c;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return time[size_t(stage) * chunks + a] < time[size_t(stage) * chunks + b];
+  });
+  return order;
+}
+
 // Per-layer DP buckets reduced on a side stream while the last backward of each chunk runs.
 double overlapped_grad_tail(const PipelineRun& run, int stage, int chunks, int layers, double grad_total,
                             double stage_end) {
-  std::vector<int> order(chunks);
-  for (int c = 0; c < chunks; ++c) order[c] = c;
   auto w = [&](int c) { return size_t(stage) * chunks + c; };
-  std::sort(order.begin(), order.end(),
-            [&](int a, int b) { return run.last_backward_end[w(a)] < run.last_backward_end[w(b)]; });
+  const std::vector<int> order = chunks_by(run.last_backward_end, stage, chunks);
   const double bucket = grad_total / chunks / std::max(layers, 1);
   double t = 0;
   for (int c : order) {
@@ -43,11 +50,8 @@ double overlapped_grad_tail(const PipelineRun& run, int stage, int chunks, int l
 double overlapped_gather_delay(const PipelineRun& run, const PipelineSpec& spec, int stage, int layers,
                                double gather_total) {
   const int chunks = spec.chunks;
-  std::vector<int> order(chunks);
-  for (int c = 0; c < chunks; ++c) order[c] = c;
   auto w = [&](int c) { return size_t(stage) * chunks + c; };
-  std::sort(order.begin(), order.end(),
-            [&](int a, int b) { return run.first_forward_start[w(a)] < run.first_forward_start[w(b)]; });
+  const std::vector<int> order = chunks_by(run.first_forward_start, stage, chunks);
   const double bucket = gather_total / chunks / std::max(layers, 1);
   double t = 0, delay = 0;
   for (int c : order) {

@@ -275,6 +275,11 @@ std::string validation_error(const ModelSpec& m, TrainConfig& c, int gpus) {
   if (c.global_batch % (c.micro_batch * c.dp) != 0)
     return fmt::format("config.global_batch: {} is not a multiple of micro_batch {} x dp {}", c.global_batch,
          c.micro_batch, c.dp);
+  // The schedule is simulated task by task: keep that bounded (a few seconds at most).
+  if (double(c.microbatches()) * c.pp * c.vp > 4e6)
+    return fmt::format("config.global_batch: {} micro-batches x pp {} x vp {} is too many pipeline tasks to simulate "
+                       "(limit 4M); use a larger micro_batch or dp",
+                       c.microbatches(), c.pp, c.vp);
   if (c.vp > 1 && c.microbatches() % c.pp != 0)
     return fmt::format("config.global_batch: the interleaved schedule needs the {} micro-batches per pipeline to be "
          "a multiple of pp {}", c.microbatches(), c.pp);

@@ -60,20 +60,18 @@ ValidationReport run_validation(const nlohmann::json& set, const HardwareSpec* h
     if (!set.contains(list)) return;
     for (size_t i = 0; i < set[list].size(); ++i) fn(set[list][i], fmt::format("validation.{}[{}]", list, i));
   };
-  each("steps", [&](const nlohmann::json& c, const std::string& where) {
+  auto predict_case = [&](const nlohmann::json& c, const std::string& where) {
     ModelSpec m = model_of(field(c, "model", where));
     TrainConfig cfg = config_of(field(c, "config", where));
     int gpus = int(number(c, "gpus", where));
-    Network net = uniform_network(hw, gpus);
-    Prediction p = predict(m, hw, net, cfg, gpus);
+    return predict(m, hw, uniform_network(hw, gpus), cfg, gpus);
+  };
+  each("steps", [&](const nlohmann::json& c, const std::string& where) {
+    Prediction p = predict_case(c, where);
     report.steps.push_back({c.value("name", where), number(c, "measured_s", where), p.step_time});
   });
   each("layers", [&](const nlohmann::json& c, const std::string& where) {
-    ModelSpec m = model_of(field(c, "model", where));
-    TrainConfig cfg = config_of(field(c, "config", where));
-    int gpus = int(number(c, "gpus", where));
-    Network net = uniform_network(hw, gpus);
-    Prediction p = predict(m, hw, net, cfg, gpus);
+    Prediction p = predict_case(c, where);
     std::string name = c.value("name", where);
     report.layers.push_back({name + " forward", number(c, "measured_forward_ms", where) / 1e3, p.layer_forward});
     report.layers.push_back({name + " backward", number(c, "measured_backward_ms", where) / 1e3, p.layer_backward});
