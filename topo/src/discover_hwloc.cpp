@@ -304,6 +304,11 @@ Node load_hwloc_xml(const std::string& path) {
 
 Node discover_live() {
   TopologyHandle h;
+  // The Linux backend reads PCI from sysfs by itself. The libpciaccess ("pci") component adds only
+  // vendor names and leaks, and the OpenCL/GL components would initialise GPU runtimes inside
+  // someone's training job; none of them is needed.
+  for (const char* component : {"pci", "opencl", "gl"})
+    hwloc_topology_set_components(h.topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, component);
   load_or_throw(h.topo, "this system");
   Node node = NodeBuilder(h.topo).build("live", true);
   if (node.hostname.empty()) {
