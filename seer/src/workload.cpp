@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 namespace astral::seer {
 
@@ -310,7 +311,6 @@ BlockWork Workload::build_layer(bool moe) const {
   for (const auto& op : w.forward) w.forward_flops += op.flops;
 
   // Recomputation runs before the gradient operators of the layer.
-  OpList r{w.backward, Phase::kRecompute};
   if (config_.recompute == Recompute::kFull) {
     for (const auto& op : w.forward) {
       Op copy = op;
@@ -322,7 +322,7 @@ BlockWork Workload::build_layer(bool moe) const {
     w.saved_bytes = d.n_sp * d.h * d.e;  // only the layer input is kept
   } else if (config_.recompute == Recompute::kSelective && !d.flash) {
     for (const auto& op : w.forward) {
-      std::string name = op.name;
+      const std::string_view name = op.name;
       if (name == "attn_scores" || name == "softmax" || name == "attn_dropout" || name == "attn_context") {
         Op copy = op;
         copy.phase = Phase::kRecompute;
@@ -332,7 +332,6 @@ BlockWork Workload::build_layer(bool moe) const {
     }
     w.working_bytes = score_elems * (d.e + (d.dropout ? 1 + d.e : 0));
   }
-  (void)r;
   w.backward.insert(w.backward.end(), grads.rbegin(), grads.rend());
   return w;
 }
