@@ -1,0 +1,134 @@
+// `astral seer` as users run it: predict (text, JSON, timeline), search, validate, compare,
+// calibrate, collective; exit codes and one-line errors for bad input.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "run_process.hpp"
+#include "temp_dir.hpp"
+#include "test_paths.hpp"
+
+using astral::test::fixture;
+using astral::test::run_process;
+using nlohmann::json;
+
+TEST_CASE("seer predict prints the step, MFU, memory and breakdown; --json has the documented keys") {
+  auto r = run_process({ASTRAL_CLI, "seer", "predict", "--model", "gpt3-175b", "--hw", "a100-80gb", "--gpus", "64",
+                        "--config", "korthikanti-175b-selective"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  for (const char* text : {"step time", "MFU", "HFU", "memory", "pipeline bubble", "exposed TP comm"})
+    CHECK(r.out.find(text) != std::string::npos);
+  auto j = run_process({ASTRAL_CLI, "seer", "predict", "--model", "gpt3-175b", "--hw", "a100-80gb", "--gpus", "64",
+                        "--config", "korthikanti-175b-selective", "--json"});
+  REQUIRE(j.exit_code == 0);
+  json doc = json::parse(j.out);
+  for (const char* key : {"step_time_s", "mfu", "hfu", "memory_gib_per_gpu", "breakdown"}) CHECK(doc.contains(key));
+  CHECK(doc["step_time_s"].get<double>() == Approx(13.75).epsilon(0.05));
+  CHECK(doc["breakdown"]["exposed_comm_s"].contains("tp"));
+}
+
+TEST_CASE("seer predict writes a Chrome trace timeline that compare reads back") {
+  astral::test::TempDir dir;
+  const std::string timeline = dir / "timeline.json";
+  auto r = run_process({ASTRAL_CLI, "seer", "predict", "--model", fixture("astral/seer/gpt-small.json"), "--hw",
+                        "a100-80gb", "--gpus", "8", "--config", fixture("astral/seer/gpt-small-config.json"),
+                        "--timeline", timeline});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(timeline);
+  json trace = json::parse(in);
+  CHECK(trace["traceEvents"].size() > 100);
+  CHECK(trace["otherData"]["seer"]["tp"] == 2);
+  auto c = run_process({ASTRAL_CLI, "seer", "compare", "--predicted", timeline, "--measured",
+                        fixture("astral/seer/kineto-gpt-small-rank0.json"), "--json"});
+  INFO(c.err);
+  REQUIRE(c.exit_code == 0);
+  json cmp = json::parse(c.out);
+  CHECK(cmp["measured_steps"] == 2);
+  CHECK(cmp["kinds"].size() >= 8);
+}
+
+TEST_CASE("seer predict exits 1 when the layout does not fit in memory") {
+  auto r = run_process({ASTRAL_CLI, "seer", "predict", "--model", "gpt3-175b", "--hw", "a100-80gb", "--gpus", "8",
+                        "--global-batch", "8", "--tp", "8"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("DOES NOT FIT") != std::string::npos);
+}
+
+TEST_CASE("seer rejects inconsistent layouts and bad files with one line naming the field") {
+  auto tp = run_process({ASTRAL_CLI, "seer", "predict", "--model", "gpt3-175b", "--hw", "a100-80gb", "--gpus", "56",
+                         "--global-batch", "64", "--tp", "7"});
+  CHECK(tp.exit_code == 2);
+  CHECK(tp.err.find("config.tp: 7 does not divide model.heads 96") != std::string::npos);
+  auto pp = run_process({ASTRAL_CLI, "seer", "predict", "--model", "gpt3-175b", "--hw", "a100-80gb", "--gpus", "40",
+                         "--global-batch", "64", "--tp", "8", "--pp", "5"});
+  CHECK(pp.exit_code == 2);
+  CHECK(pp.err.find("model.layers") != std::string::npos);
+  astral::test::TempDir dir;
+  const std::string bad = dir / "bad-model.json";
+  std::ofstream(bad) << R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100})";
+  auto m = run_process({ASTRAL_CLI, "seer", "predict", "--model", bad, "--hw", "a100-80gb", "--gpus", "1",
+                        "--global-batch", "1"});
+  CHECK(m.exit_code == 2);
+  CHECK(m.err.find("model.seq_len") != std::string::npos);
+  CHECK(m.err.find(bad) != std::string::npos);
+  CHECK(std::count(m.err.begin(), m.err.end(), '\n') == 1);  // one line
+  auto missing = run_process({ASTRAL_CLI, "seer", "predict", "--model", "gpt4", "--hw", "a100-80gb", "--gpus", "8",
+                              "--global-batch", "8"});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err.find("gpt3-175b") != std::string::npos);  // lists the bundled names
+}
+
+TEST_CASE("seer search prints ranked layouts and JSON") {
+  auto r = run_process({ASTRAL_CLI, "seer", "search", "--model", "korthikanti-22b", "--hw", "a100-80gb", "--gpus",
+                        "64", "--global-batch", "128", "--top", "3", "--json"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json doc = json::parse(r.out);
+  REQUIRE(doc["top"].size() == 3);
+  CHECK(doc["top"][0]["prediction"]["step_time_s"].get<double>() <=
+        doc["top"][2]["prediction"]["step_time_s"].get<double>());
+  CHECK(r.err.find("layouts") != std::string::npos);  // progress summary on stderr
+  auto none = run_process({ASTRAL_CLI, "seer", "search", "--model", "megatron-1t", "--hw", "a100-80gb", "--gpus", "8",
+                           "--global-batch", "8", "--no-progress"});
+  CHECK(none.exit_code == 1);
+  CHECK(none.out.find("no layout fits") != std::string::npos);
+}
+
+TEST_CASE("seer validate reproduces the calibration table within its tolerance") {
+  auto r = run_process({ASTRAL_CLI, "seer", "validate"});
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("within") != std::string::npos);
+  CHECK(r.out.find("175B seq-par + selective") != std::string::npos);
+}
+
+TEST_CASE("seer calibrate writes a calibrated hardware profile") {
+  astral::test::TempDir dir;
+  const std::string csv = dir / "ops.csv", out = dir / "hw.json";
+  std::ofstream(csv) << "kind,m,n,k,batch,bytes,dtype,time_us,name\n"
+                        "gemm,8192,8192,8192,1,,bf16,1650,square\n"
+                        "gemm,8192,3072,8192,1,,bf16,640,qkv\n"
+                        "memory,,,,,268435456,bf16,170,layernorm\n";
+  auto r = run_process({ASTRAL_CLI, "seer", "calibrate", "--hw", "h100-sxm", "--ops", csv, "--out", out});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(out);
+  json hw = json::parse(in);
+  CHECK(hw["efficiency"]["gemm"].get<double>() < 0.76);  // 8192^3 in 1.65 ms is ~67 % of 989 TFLOP/s
+  auto bad = run_process({ASTRAL_CLI, "seer", "calibrate", "--hw", "h100-sxm", "--ops", dir / "nothing.csv"});
+  CHECK(bad.exit_code == 2);
+}
+
+TEST_CASE("seer collective prints NCCL's algorithm x protocol table") {
+  auto r = run_process({ASTRAL_CLI, "seer", "collective", "--hw", "h100-sxm", "--gpus", "8", "--op", "allreduce",
+                        "--bytes", "1073741824", "--json"});
+  REQUIRE(r.exit_code == 0);
+  json doc = json::parse(r.out);
+  CHECK(doc["best"]["algorithm"] == "nvls");
+  CHECK(doc["seconds"]["ring"].contains("simple"));
+}
