@@ -106,6 +106,10 @@ std::vector<Candidate> network_candidates(const Bundle& b, const JobModel& job, 
   for (size_t i = 0; i < b.events.size(); ++i) {
     const Event& e = b.events[i];
     const double rel = time_relevance(e.time_us, e.time_confidence_s, s);
+    // Old news (boot-time link-ups, a flap hours before) says nothing about this incident.
+    const bool up = e.kind == "nic_link_up" || e.kind == "ib_port_active" || e.kind == "port_up" ||
+                    e.kind == "port_admin_up";
+    if (rel < 0.3 || (up && rel < 0.5)) continue;
     if (host_kinds().count(e.kind)) {
       std::string nic = job.nic_of(e);
       if (nic.empty()) {
@@ -163,6 +167,7 @@ std::vector<Candidate> network_candidates(const Bundle& b, const JobModel& job, 
   // Kernel events naming a netdev NCCL never named: the host's only troubled NIC, if one.
   for (size_t i : unresolved) {
     const Event& e = b.events[i];
+    if (e.kind == "nic_link_up") continue;  // recoveries of unnamed NICs prove nothing alone
     std::vector<Cluster*> on_host;
     for (auto& [key, cl] : clusters)
       if (cl.host == e.host) on_host.push_back(&cl);

@@ -97,6 +97,7 @@ std::vector<Candidate> gpu_candidates(const Bundle& b, const JobModel& job, cons
   for (size_t i = 0; i < b.events.size(); ++i) {
     const Event& e = b.events[i];
     double rel = time_relevance(e.time_us, e.time_confidence_s, s);
+    if (rel < 0.25) continue;
     if (e.kind == "xid" && !e.component.device.empty()) {
       Candidate& c = gpu(e.host, e.component.device);
       double w = xid_weight(e);

@@ -13,6 +13,9 @@ namespace astral::monitor {
 
 namespace {
 
+// Events dated only by neighbouring lines cannot say when the incident started.
+constexpr double kOnsetConfidenceS = 120;
+
 bool is_symptom(const Event& e) {
   static const char* kinds[] = {"watchdog_timeout", "watchdog_status", "watchdog_stuck", "retry_exceeded",
                                 "rnr_retry_exceeded", "ib_completion_error", "ib_flush_error", "nccl_socket_error",
@@ -102,12 +105,13 @@ Symptoms find_symptoms(const Bundle& b, const JobModel& job) {
       RankState& rs = s.ranks[rank];
       rs.last_enqueued = std::max(rs.last_enqueued, e.attr_int("last_enqueued"));
       rs.last_completed = std::max(rs.last_completed, e.attr_int("last_completed"));
+      rs.events.push_back(i);
       continue;
     }
     if (!is_symptom(e)) continue;
     s.events.push_back(i);
     int rank = job.rank_of(e);
-    if (e.has_time()) {
+    if (e.has_time() && e.time_confidence_s <= kOnsetConfidenceS) {
       if (s.first_symptom_us == kUnknownTime || e.time_us < s.first_symptom_us) s.first_symptom_us = e.time_us;
       s.last_symptom_us = std::max(s.last_symptom_us, e.time_us);
     }
@@ -154,7 +158,7 @@ Symptoms find_symptoms(const Bundle& b, const JobModel& job) {
   int64_t first_error = kUnknownTime;
   for (size_t i : s.events) {
     const Event& e = b.events[i];
-    if (!e.has_time()) continue;
+    if (!e.has_time() || e.time_confidence_s > kOnsetConfidenceS) continue;
     if (e.kind == "watchdog_timeout" && e.keys.seq == s.stuck_seq && e.attr_int("ran_for_ms") > 0)
       starts.push_back(e.time_us - e.attr_int("ran_for_ms") * 1000);
     else if (is_error(e) && e.kind != "dump_signal" && (first_error == kUnknownTime || e.time_us < first_error))

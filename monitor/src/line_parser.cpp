@@ -55,6 +55,15 @@ std::string_view LineParser::host() const {
 }
 
 void LineParser::set_line_time(int64_t t, bool local, bool yearless, double confidence_s) {
+  // Lines without a time since the previous dated line happened between the two.
+  if (!inherited_.empty() && last_time_ != kUnknownTime && t >= last_time_) {
+    for (size_t i : inherited_) {
+      Event& e = out_.events[i];
+      e.time_us = last_time_ + (t - last_time_) / 2;
+      e.time_confidence_s = double(t - last_time_) / 2e6 + 1;
+    }
+  }
+  inherited_.clear();
   line_time_ = t;
   line_local_ = local;
   line_yearless_ = yearless;
@@ -95,6 +104,7 @@ Event& LineParser::emit(Layer layer, Severity severity, std::string_view kind,
     e.time_confidence_s = kInheritedConfidenceS;
     if (last_local_) local_.push_back(index);
     if (last_yearless_) yearless_.push_back(index);
+    inherited_.push_back(index);
   } else {
     untimed_.push_back(index);
   }
@@ -281,6 +291,18 @@ void LineParser::finish() {
   }
   if (offset_s != 0)
     for (size_t i : local_) events[i].time_us -= offset_s * 1000000;
+  // 4b. Events after the last dated line happened before the file was last written.
+  if (!inherited_.empty() && tc.reference_us != kUnknownTime) {
+    for (size_t i : inherited_) {
+      Event& e = events[i];
+      int64_t upper = tc.reference_us;
+      if (upper > e.time_us && upper - e.time_us < 2 * 86400000000LL) {
+        e.time_confidence_s = double(upper - e.time_us) / 2e6 + 1;
+        e.time_us += (upper - e.time_us) / 2;
+      }
+    }
+  }
+  inherited_.clear();
   // 5. Uptime anchors for the bundle (other dmesg dumps of the same host).
   if (!uptime_pairs_.empty()) {
     std::vector<int64_t> boots;

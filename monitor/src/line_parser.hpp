@@ -68,6 +68,7 @@ class LineParser {
   int64_t last_time_ = kUnknownTime;
   bool last_local_ = false, last_yearless_ = false;
   std::vector<size_t> untimed_;      // events before the first timed line
+  std::vector<size_t> inherited_;    // events dated by the previous dated line, awaiting the next
   std::vector<size_t> local_;        // events whose time is in the writer's zone
   std::vector<size_t> yearless_;     // events whose year came from the hint
   std::vector<size_t> uptime_only_;  // events dated only by the kernel's uptime

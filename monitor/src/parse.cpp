@@ -53,7 +53,9 @@ FileKind detect_file_kind(sv head, sv name) {
         (contains(t, "\"event\"") && contains(t, "\"PEER_")))
       return FileKind::nccl_ras;
     if (contains(t, "\"layer\"") && contains(t, "\"kind\"") && contains(t, "\"time\"")) return FileKind::events_jsonl;
-    if (contains(t, "\"hosts\"") && (contains(t, "\"switches\"") || contains(t, "\"links\"")))
+    if ((contains(t, "\"hosts\"") || contains(t, "\"fabric\"")) &&
+        (contains(t, "\"switches\"") || contains(t, "\"links\"") || contains(t, "\"nics\"") ||
+         contains(t, "\"switch_port\"")))
       return FileKind::fabric_json;
   }
   if (contains(t, "Topology file: generated") || contains(t, "\nswitchguid=") || starts_with(t, "vendid=") ||

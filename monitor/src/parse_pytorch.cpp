@@ -190,7 +190,8 @@ Match recognise_pytorch(LineParser& p, sv body) {
     g.severity = 'E';
     g.msg = body;
   }
-  if (g.timed)
+  // A zoned collector time (journal, CRI) beats glog's local, year-less one.
+  if (g.timed && (p.prefix().time_us == kUnknownTime || p.prefix().yearless))
     p.set_line_time(days_from_civil(p.year(), unsigned(g.month), unsigned(g.day)) * 86400000000LL +
                         g.clock_us,
                     true, true, 0.001);

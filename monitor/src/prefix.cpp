@@ -241,11 +241,25 @@ Prefix strip_prefix(sv line, int year_hint) {
     break;
   }
   bool zoned = false;
-  if (auto v = take_iso(s, zoned)) {  // journal / RFC 5424 / rsyslog high-precision
+  if (auto v = take_iso(s, zoned)) {  // journal / RFC 5424 / rsyslog high-precision / CRI
     p.time_us = *v;
     p.local = !zoned;
     if (starts_with(s, " ")) s = ltrim(s);
-    take_syslog_tail(s, p);
+    if (starts_with(s, "stdout ") || starts_with(s, "stderr ")) {  // CRI: "<time> stderr F <line>"
+      s.remove_prefix(7);
+      if (s.size() >= 2 && (s[0] == 'F' || s[0] == 'P') && s[1] == ' ') s.remove_prefix(2);
+      // The container's own line may carry a launcher tag.
+      if (starts_with(s, "[rank") || starts_with(s, "[default")) {
+        sv t = s.substr(s[1] == 'r' ? 5 : 8);
+        auto r = take_uint(t);
+        if (r && take(t, "]:")) {
+          p.rank = int(*r);
+          s = ltrim(t);
+        }
+      }
+    } else {
+      take_syslog_tail(s, p);
+    }
   } else if (s.size() > 5 && is_digit(s[0]) && is_digit(s[3]) && s[4] == ' ' &&
              month_from_name(s.substr(5, 3))) {  // SONiC "2025 Apr 23 09:56:10.997889 host"
     sv t = s;
