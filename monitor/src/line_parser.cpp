@@ -73,6 +73,20 @@ void LineParser::set_line_time(int64_t t, bool local, bool yearless, double conf
   last_yearless_ = yearless;
 }
 
+Event& LineParser::emit_undated(Layer layer, Severity severity, std::string_view kind, ComponentKind component,
+                                std::string_view message) {
+  const int64_t saved_line = line_time_, saved_last = last_time_;
+  const int64_t saved_uptime = line_uptime_;
+  line_time_ = last_time_ = kUnknownTime;
+  line_uptime_ = -1;
+  Event& e = emit(layer, severity, kind, component, message);
+  untimed_.pop_back();  // stays undated
+  line_time_ = saved_line;
+  last_time_ = saved_last;
+  line_uptime_ = saved_uptime;
+  return e;
+}
+
 Event& LineParser::emit(Layer layer, Severity severity, std::string_view kind,
                         ComponentKind component, std::string_view message) {
   Event& e = out_.events.emplace_back();

@@ -27,6 +27,9 @@ class LineParser {
   // Adds an event stamped with the current line's time, host and source; returns it to fill.
   Event& emit(Layer layer, Severity severity, std::string_view kind, ComponentKind component,
               std::string_view message);
+  // An event whose source says its time is unknown (BMC "Pre-Init" rows).
+  Event& emit_undated(Layer layer, Severity severity, std::string_view kind, ComponentKind component,
+                      std::string_view message);
   const Prefix& prefix() const { return prefix_; }
   uint32_t current_line() const { return event_line_; }
   // Host for this line: the prefix's (syslog), else the file's default host.

@@ -87,16 +87,14 @@ Match sel_elist(LineParser& p, sv body) {
   sv sensor = f[3], what = f[4];
   sv direction = f.size() > 5 ? f[5] : sv{};
   std::string low = to_lower(std::string(sensor) + " " + std::string(what));
-  Event& e = p.emit(Layer::bmc, sel_severity(low, contains(direction, "Deasserted")), "sel_event",
-                    sel_component(to_lower(sensor)), body);
+  const Severity sev = sel_severity(low, contains(direction, "Deasserted"));
+  Event& e = pre_init ? p.emit_undated(Layer::bmc, sev, "sel_event", sel_component(to_lower(sensor)), body)
+                      : p.emit(Layer::bmc, sev, "sel_event", sel_component(to_lower(sensor)), body);
   e.component.device = std::string(sensor);
   e.set_attr("sensor", std::string(sensor));
   e.set_attr("event", std::string(what));
   if (!direction.empty()) e.set_attr("direction", std::string(direction));
-  if (pre_init) {
-    e.time_us = kUnknownTime;  // BMC clock not set: no usable time
-    e.set_attr("time", "pre-init");
-  }
+  if (pre_init) e.set_attr("time", "pre-init");  // BMC clock not set: no usable time
   return Match::known;
 }
 

@@ -19,6 +19,10 @@ void for_each_json_value(sv content, FileStats& stats,
   size_t i = 0;
   uint32_t line = 1;
   const size_t n = content.size();
+  auto column_of = [&](size_t at) {
+    size_t bol = content.rfind('\n', at == 0 ? 0 : at - 1);
+    return bol == sv::npos ? at : at - bol - 1;
+  };
   while (i < n) {
     char c = content[i];
     if (c == '\n') {
@@ -36,12 +40,25 @@ void for_each_json_value(sv content, FileStats& stats,
       ++stats.damaged;
       continue;
     }
-    size_t start = i;
+    const size_t start = i;
+    const size_t indent = column_of(start);
     int depth = 0;
-    bool in_string = false, escape = false, closed = false;
+    bool in_string = false, escape = false, closed = false, cut = false;
     for (; i < n; ++i) {
       char d = content[i];
-      if (d == '\n') ++line;
+      if (d == '\n') {
+        // A value cut short (a crash while writing JSON lines) is followed by the next record:
+        // a line that opens a value at the indentation of this one. JSON strings never span
+        // lines, so a newline inside one means the same.
+        size_t k = i + 1;
+        while (k < n && (content[k] == ' ' || content[k] == '\t')) ++k;
+        if (in_string || (k < n && content[k] == '{' && k - i - 1 <= indent)) {
+          cut = true;
+          break;
+        }
+        ++line;
+        continue;
+      }
       if (in_string) {
         if (escape) escape = false;
         else if (d == '\\') escape = true;
@@ -59,7 +76,8 @@ void for_each_json_value(sv content, FileStats& stats,
       }
     }
     if (!closed) {
-      ++stats.damaged;  // truncated (a crash while writing)
+      ++stats.damaged;  // truncated: count it and go on with the next record
+      if (cut) continue;
       break;
     }
     nlohmann::json j = nlohmann::json::parse(content.substr(start, i - start), nullptr, false);
