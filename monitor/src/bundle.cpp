@@ -9,6 +9,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -249,6 +250,63 @@ void remove_duplicates(Bundle& b) {
   b.events.resize(w);
 }
 
+// One zone for the bundle's local times: the offset most files' times suggest (a file written
+// as its lines happen ends, in local time, at its mtime plus the zone). Files whose times say
+// nothing do not vote; without a clear majority, UTC. Year-less dates then move by whole years
+// to the year the dated sources of the bundle are in, when the file times were no guide.
+// Returns the zone applied (seconds east of UTC).
+int64_t decide_zone_and_year(std::vector<ParseResult>& results, bool tz_known, bool year_known) {
+  int64_t zone_applied_s = 0;
+  if (!tz_known) {
+    std::map<int64_t, int> votes;
+    int voters = 0;
+    for (const auto& r : results)
+      if (r.zone_guess_s) ++votes[*r.zone_guess_s], ++voters;
+    int64_t best = 0;
+    int best_n = 0;
+    for (auto& [z, n] : votes)
+      if (n > best_n) best = z, best_n = n;
+    if (voters > 0 && best_n * 10 >= voters * 6) zone_applied_s = best;
+    for (auto& r : results) {
+      if (zone_applied_s)
+        for (uint32_t i : r.local_events) r.events[i].time_us -= zone_applied_s * 1000000;
+      if (!r.local_events.empty())
+        r.stats.notes.push_back(zone_applied_s ? "zone " + std::to_string(zone_applied_s / 3600.0) +
+                                                     " h from the file times of the bundle"
+                                               : "local times taken as UTC (no zone evident; use --tz)");
+    }
+  }
+  if (year_known) return zone_applied_s;
+  std::vector<int64_t> dated;
+  for (const auto& r : results) {
+    std::vector<bool> yearless(r.events.size(), false);
+    for (uint32_t i : r.yearless_events) yearless[i] = true;
+    for (size_t i = 0; i < r.events.size(); ++i)
+      if (!yearless[i] && r.events[i].has_time() && r.events[i].time_confidence_s <= 3600 &&
+          r.events[i].layer != Layer::bmc)
+        dated.push_back(r.events[i].time_us);
+  }
+  if (dated.empty()) return zone_applied_s;
+  std::nth_element(dated.begin(), dated.begin() + dated.size() / 2, dated.end());
+  const int64_t anchor = dated[dated.size() / 2];
+  const int64_t season = 120LL * 86400000000LL;
+  for (auto& r : results) {
+    size_t moved = 0;
+    for (uint32_t i : r.yearless_events) {
+      Event& e = r.events[i];
+      if (!e.has_time()) continue;
+      int64_t best = e.time_us;
+      for (int k : {-1, 1}) {
+        int64_t t = shift_years(e.time_us, k);
+        if (std::llabs(t - anchor) + season < std::llabs(best - anchor)) best = t;
+      }
+      if (best != e.time_us) e.time_us = best, ++moved;
+    }
+    if (moved) r.stats.notes.push_back("year of year-less dates taken from the dated logs of the bundle");
+  }
+  return zone_applied_s;
+}
+
 }  // namespace
 
 Bundle load_bundle(const std::string& path, const BundleOptions& options) {
@@ -298,6 +356,7 @@ Bundle load_bundle(const std::string& path, const BundleOptions& options) {
       po.switch_context = job.switch_context;
       po.file_index = uint32_t(k);
       po.file_name = job.relative;
+      po.defer_zone = true;
       try {
         results[k] = parse_file(job.path.string(), po);
       } catch (const std::exception& e) {  // never out of a thread
@@ -317,6 +376,7 @@ Bundle load_bundle(const std::string& path, const BundleOptions& options) {
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
   for (auto& t : pool) t.join();
+  const int64_t zone_applied_s = decide_zone_and_year(results, tz.has_value(), options.year != 0);
   // Merge.
   size_t total = 0;
   for (auto& r : results) total += r.events.size();
@@ -328,7 +388,7 @@ Bundle load_bundle(const std::string& path, const BundleOptions& options) {
     b.files.push_back(std::move(r.stats));
     for (auto& e : r.events) b.events.push_back(std::move(e));
     for (auto& s : r.samples) b.samples.push_back(std::move(s));
-    for (auto& a : r.uptime_anchors) boots[a.host].push_back(a.boot_us);
+    for (auto& a : r.uptime_anchors) boots[a.host].push_back(a.boot_us - (a.local ? zone_applied_s * 1000000 : 0));
     r = ParseResult{};
   }
   std::unordered_map<std::string, int64_t> boot_by_host;

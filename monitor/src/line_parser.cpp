@@ -23,16 +23,6 @@ int year_of(int64_t t) {
   return int(civil_from_days(days).year);
 }
 
-// Same wall-clock date and time, `delta` years earlier/later (year-less timestamps).
-int64_t shift_years(int64_t t, int delta) {
-  int64_t days = t >= 0 ? t / 86400000000LL : -((-t + 86400000000LL - 1) / 86400000000LL);
-  int64_t in_day = t - days * 86400000000LL;
-  Civil c = civil_from_days(days);
-  unsigned day = c.day;
-  if (c.month == 2 && day == 29) day = 28;
-  return days_from_civil(c.year + delta, c.month, day) * 86400000000LL + in_day;
-}
-
 std::string format_offset(int64_t s) {
   char buf[16];
   int64_t a = s < 0 ? -s : s;
@@ -284,9 +274,8 @@ void LineParser::finish() {
   std::sort(local_.begin(), local_.end());
   local_.erase(std::unique(local_.begin(), local_.end()), local_.end());
   int64_t offset_s = 0;
-  if (tc.tz_known) {
-    offset_s = tc.tz_offset_s;
-  } else if (!local_.empty() && tc.reference_us != kUnknownTime) {
+  std::optional<int64_t> guess;
+  if (!tc.tz_known && !local_.empty() && tc.reference_us != kUnknownTime) {
     int64_t latest = kUnknownTime;
     for (size_t i : local_) latest = std::max(latest, events[i].time_us);
     // A file is written as its lines happen: the latest local time minus the file time is
@@ -294,17 +283,27 @@ void LineParser::finish() {
     int64_t diff_s = (latest - tc.reference_us) / 1000000;
     int64_t half_hours = (diff_s + (diff_s >= 0 ? 900 : -900)) / 1800;
     int64_t residual = diff_s - half_hours * 1800;
-    if (half_hours != 0 && std::abs(half_hours) <= 28 && residual > -300 && residual < 120) {
-      offset_s = half_hours * 1800;
-      notes.push_back("zone " + format_offset(offset_s) + " inferred from the file time");
-    } else if (half_hours != 0) {
-      notes.push_back("zone unknown (local times do not match the file time); UTC assumed");
-    }
+    if (std::abs(half_hours) <= 28 && residual > -300 && residual < 120) guess = half_hours * 1800;
+  }
+  const bool deferred = options_.defer_zone && !tc.tz_known;
+  if (tc.tz_known) {
+    offset_s = tc.tz_offset_s;
+  } else if (deferred) {
+    out_.zone_guess_s = guess;
+  } else if (guess) {
+    offset_s = *guess;
+    if (offset_s) notes.push_back("zone " + format_offset(offset_s) + " inferred from the file time");
   } else if (!local_.empty()) {
     notes.push_back("zone unknown; UTC assumed (use --tz)");
   }
   if (offset_s != 0)
     for (size_t i : local_) events[i].time_us -= offset_s * 1000000;
+  for (size_t i : local_) out_.local_events.push_back(uint32_t(i));
+  for (size_t i : yearless_) out_.yearless_events.push_back(uint32_t(i));
+  if (deferred) {  // the file time cannot bound them before the zone is known
+    for (size_t i : inherited_) events[i].time_confidence_s = std::max(events[i].time_confidence_s, 1800.0);
+    inherited_.clear();
+  }
   // 4b. Events after the last dated line happened before the file was last written.
   if (!inherited_.empty() && tc.reference_us != kUnknownTime) {
     for (size_t i : inherited_) {
@@ -322,7 +321,7 @@ void LineParser::finish() {
     std::vector<int64_t> boots;
     for (auto [wall, up] : uptime_pairs_) boots.push_back(wall - up - (uptime_pairs_local_ ? offset_s * 1000000 : 0));
     std::nth_element(boots.begin(), boots.begin() + boots.size() / 2, boots.end());
-    out_.uptime_anchors.push_back({options_.default_host, boots[boots.size() / 2]});
+    out_.uptime_anchors.push_back({options_.default_host, boots[boots.size() / 2], deferred && uptime_pairs_local_});
   }
   // 6. Dmesg with uptimes only: the bundle may date them from another file of the host;
   //    meanwhile, the last line is taken to be written at the file time.

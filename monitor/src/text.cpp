@@ -33,6 +33,15 @@ Civil civil_from_days(int64_t z) {
   return {y + (m <= 2), m, d};
 }
 
+int64_t shift_years(int64_t t, int delta) {
+  int64_t days = t >= 0 ? t / 86400000000LL : -((-t + 86400000000LL - 1) / 86400000000LL);
+  int64_t in_day = t - days * 86400000000LL;
+  Civil c = civil_from_days(days);
+  unsigned day = c.day;
+  if (c.month == 2 && day == 29) day = 28;
+  return days_from_civil(c.year + delta, c.month, day) * 86400000000LL + in_day;
+}
+
 int month_from_name(sv n) {
   if (n.size() < 3) return 0;
   static const char* names[] = {"jan", "feb", "mar", "apr", "may", "jun",

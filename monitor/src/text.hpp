@@ -144,6 +144,9 @@ inline int64_t to_epoch_us(int64_t y, unsigned mo, unsigned d, unsigned h, unsig
   return ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60 * 1000000LL + s * 1000000LL + us;
 }
 
+// The same wall-clock date and time `delta` years later (Feb 29 becomes Feb 28).
+int64_t shift_years(int64_t t_us, int delta);
+
 // "Jan".."Dec" (any case) -> 1..12, 0 if not a month.
 int month_from_name(sv name);
 // Parses "HH:MM:SS[.frac]" at the front of s (advances); returns microseconds of the day.

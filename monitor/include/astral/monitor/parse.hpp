@@ -5,6 +5,7 @@
 // knows are counted as unknown, lines that start like a known format but do not finish like it
 // are counted as damaged.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,6 +74,7 @@ struct CollectiveSample {
 struct UptimeAnchor {
   std::string host;
   int64_t boot_us = 0;  // wall time of boot, UTC us
+  bool local = false;   // still in the writer's zone (ParseOptions::defer_zone)
 };
 
 struct ParseOptions {
@@ -81,6 +83,9 @@ struct ParseOptions {
   bool switch_context = false;  // file comes from a switch (bundle switches/ folder)
   uint32_t file_index = 0;
   std::string file_name;     // for messages
+  // Leave the zone of local times to the caller (load_bundle decides it across all files, so
+  // that one file with a misleading time cannot shift its lines alone).
+  bool defer_zone = false;
 };
 
 struct ParseResult {
@@ -88,6 +93,11 @@ struct ParseResult {
   std::vector<CollectiveSample> samples;
   std::vector<UptimeAnchor> uptime_anchors;
   FileStats stats;
+  // Indices into `events` of times read in the writer's zone / without a year, and the zone this
+  // file's time suggests (defer_zone): for the bundle-wide decision.
+  std::vector<uint32_t> local_events;
+  std::vector<uint32_t> yearless_events;
+  std::optional<int64_t> zone_guess_s;
 };
 
 // Parses content already in memory (tests, fuzzing); `kind` as detected by detect_file_kind.
