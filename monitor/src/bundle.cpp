@@ -338,6 +338,13 @@ Bundle load_bundle(const std::string& path, const BundleOptions& options) {
     }
     to_parse.push_back(i);
   }
+  // Folders named after a switch of the fabric hold switch logs wherever they sit.
+  for (FileJob& job : jobs) {
+    if (job.switch_context || job.host.empty() || !b.fabric.has_switch(job.host)) continue;
+    job.switch_context = true;
+    b.hosts.erase(std::remove(b.hosts.begin(), b.hosts.end(), job.host), b.hosts.end());
+    if (std::find(b.switches.begin(), b.switches.end(), job.host) == b.switches.end()) b.switches.push_back(job.host);
+  }
   std::optional<int64_t> tz = options.tz_offset_s;
   std::vector<ParseResult> results(to_parse.size());
   std::atomic<size_t> next{0}, done{0};

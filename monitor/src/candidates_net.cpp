@@ -245,16 +245,21 @@ std::vector<Candidate> network_candidates(const Bundle& b, const JobModel& job, 
   for (const std::string& sw : switch_names) {
     auto& downs = downs_by_switch[sw];
     std::sort(downs.begin(), downs.end());
-    size_t best = 0;
+    size_t best = 0, together = 0;
     std::set<std::string> best_ports;
-    for (size_t a = 0, z = 0; z < downs.size(); ++z) {
+    for (size_t a = 0, q = 0, z = 0; z < downs.size(); ++z) {
       while (downs[z].first - downs[a].first > 180'000'000) ++a;
-      std::set<std::string> ports;
+      while (downs[z].first - downs[q].first > 10'000'000) ++q;
+      std::set<std::string> ports, close;
       for (size_t k = a; k <= z; ++k) ports.insert(downs[k].second);
+      for (size_t k = q; k <= z; ++k) close.insert(downs[k].second);
       if (ports.size() > best) best = ports.size(), best_ports = ports;
+      together = std::max(together, close.size());
     }
     const bool rebooted = !reboots[sw].empty();
-    if (best < 3 && !(rebooted && best >= 1)) continue;
+    // Three ports within minutes, or two within seconds (independent failures are not that
+    // synchronised), or a reboot that took ports down.
+    if (best < 3 && together < 2 && !(rebooted && best >= 1)) continue;
     Candidate c;
     c.component = {ComponentKind::switch_, "", "", sw, "", -1};
     c.group = "switch:" + sw;

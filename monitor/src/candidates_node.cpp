@@ -129,11 +129,21 @@ std::vector<Candidate> gpu_candidates(const Bundle& b, const JobModel& job, cons
       add_evidence(c, b, i, "the rank's watchdog hung inside a CUDA/NCCL call");
     }
   }
-  // Root-port AER reports: attribute to the GPU named on the lines around them (same host,
-  // within seconds), which is how the kernel prints one incident.
+  // Root-port AER reports: the GPU named as the error source, or else the GPU named on the lines
+  // around them (same host, within seconds), which is how the kernel prints one incident.
   for (size_t i = 0; i < b.events.size(); ++i) {
     const Event& e = b.events[i];
     if (e.kind != "pcie_aer" || e.component.kind != ComponentKind::host || e.severity < Severity::error) continue;
+    std::string source(e.attr("source"));
+    if (!source.empty() && source != e.attr("reporter") &&
+        (job.rank_of_gpu.count(e.host + "|" + source) || by_gpu.count(e.host + "|" + source))) {
+      Candidate& c = gpu(e.host, source);
+      strength[c.group].add((e.severity == Severity::critical ? 0.85 : 0.7) *
+                                time_relevance(e.time_us, e.time_confidence_s, s),
+                            "gpu_pcie_error");
+      add_evidence(c, b, i, "PCIe AER: the GPU is the error source");
+      continue;
+    }
     for (auto& [key, c] : by_gpu) {
       if (c.component.host != e.host || c.first_us == kUnknownTime || !e.has_time()) continue;
       if (std::llabs(c.first_us - e.time_us) > 10'000'000) continue;
@@ -176,8 +186,9 @@ std::vector<Candidate> process_candidates(const Bundle& b, const JobModel& job, 
     const std::string reason = reason_it == s.culprit_reason.end() ? std::string() : reason_it->second;
     bool mismatch = reason.rfind("issued ", 0) == 0;
     bool never = reason.rfind("never issued", 0) == 0;
-    c.fault = mismatch || never ? "app_desync" : "rank_lagging";
-    c.score = mismatch ? 0.9 : never ? 0.85 : 0.6;
+    bool report = reason.rfind("named by the desync", 0) == 0;
+    c.fault = mismatch || never || report ? "app_desync" : "rank_lagging";
+    c.score = mismatch ? 0.9 : never ? 0.85 : report ? 0.8 : 0.6;
     for (auto& [i, why] : reasons) add_evidence(c, b, i, why);
     c.summary = "process of rank " + std::to_string(rank) + " on " + host + ": " + reason;
     out.push_back(std::move(c));

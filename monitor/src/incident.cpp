@@ -3,15 +3,27 @@
 // straggler in timing records (the rank whose collectives are consistently the shortest is the
 // one everybody else waits for).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <unordered_map>
 
 #include "analysis.hpp"
+#include "text.hpp"
 
 namespace astral::monitor {
 
 namespace {
+
+// One name per collective whoever printed it: watchdog "ALLREDUCE", "_REDUCE_SCATTER_BASE";
+// Flight Recorder "nccl:all_reduce", "nccl:_reduce_scatter_base".
+std::string normalised_op(std::string_view op) {
+  if (op.substr(0, 5) == "nccl:") op.remove_prefix(5);
+  std::string out;
+  for (char c : op)
+    if (c != '_' && c != ' ') out += char(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
 
 // Events dated only by neighbouring lines cannot say when the incident started.
 constexpr double kOnsetConfidenceS = 120;
@@ -143,14 +155,27 @@ Symptoms find_symptoms(const Bundle& b, const JobModel& job) {
   // The stuck collective: the PG with the most timeouts, the sequence most ranks timed out on.
   for (auto& [pg, n] : timeouts_per_pg)
     if (s.process_group.empty() || n > timeouts_per_pg[s.process_group]) s.process_group = pg;
+  // Flight Recorder entries still pending: the collective each rank is stuck in, and its op.
+  for (size_t i : s.events) {
+    const Event& e = b.events[i];
+    if (e.kind != "fr_entry" || e.keys.rank < 0) continue;
+    RankState& rs = s.ranks[e.keys.rank];
+    if (rs.timed_out_seq < 0 || (e.keys.seq >= 0 && e.keys.seq < rs.timed_out_seq && !rs.timed_out)) {
+      rs.timed_out_seq = e.keys.seq;
+      rs.op = std::string(e.attr("op_type"));
+      rs.events.push_back(i);
+    }
+  }
   std::map<int64_t, int> seq_votes;
   std::map<std::string, int> op_votes;
   for (auto& [rank, rs] : s.ranks)
     if (rs.timed_out_seq >= 0) ++seq_votes[rs.timed_out_seq];
   for (auto& [seq, n] : seq_votes)
     if (s.stuck_seq < 0 || n > seq_votes[s.stuck_seq]) s.stuck_seq = seq;
-  for (auto& [rank, rs] : s.ranks)
+  for (auto& [rank, rs] : s.ranks) {
+    rs.op = normalised_op(rs.op);
     if (rs.timed_out_seq == s.stuck_seq && !rs.op.empty()) ++op_votes[rs.op];
+  }
   for (auto& [op, n] : op_votes)
     if (s.stuck_op.empty() || n > op_votes[s.stuck_op]) s.stuck_op = op;
   // Onset: when the stuck collective was enqueued (watchdog time - ran for), or the first error.
@@ -192,6 +217,17 @@ Symptoms find_symptoms(const Bundle& b, const JobModel& job) {
   for (size_t i : s.events) {
     const Event& e = b.events[i];
     int rank = job.rank_of(e);
+    if (e.kind == "desync_report") {
+      std::string_view list = e.attr("ranks");
+      while (!list.empty()) {
+        list = text::ltrim(list);
+        auto r = text::take_uint(list);
+        if (!r) break;
+        s.culprits[int(*r)].push_back({i, "PyTorch desync report names it"});
+        s.culprit_reason.emplace(int(*r), "named by the desync report");
+        text::take(list, ',');
+      }
+    }
     if ((e.kind == "ras_lagging_rank" || e.kind == "ras_missing_rank") && rank >= 0) {
       s.culprits[rank].push_back({i, "NCCL RAS: " + std::string(e.kind == "ras_lagging_rank" ? "behind the others" : "missing")});
       s.culprit_reason.emplace(rank, "reported by NCCL RAS");

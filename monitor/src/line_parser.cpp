@@ -277,13 +277,15 @@ void LineParser::finish() {
   std::optional<int64_t> guess;
   if (!tc.tz_known && !local_.empty() && tc.reference_us != kUnknownTime) {
     int64_t latest = kUnknownTime;
-    for (size_t i : local_) latest = std::max(latest, events[i].time_us);
+    for (size_t i : local_)  // BMC clocks are their own: they do not reveal the host's zone
+      if (events[i].layer != Layer::bmc) latest = std::max(latest, events[i].time_us);
     // A file is written as its lines happen: the latest local time minus the file time is
     // the zone offset (whole or half hours), plus a little lag.
     int64_t diff_s = (latest - tc.reference_us) / 1000000;
     int64_t half_hours = (diff_s + (diff_s >= 0 ? 900 : -900)) / 1800;
     int64_t residual = diff_s - half_hours * 1800;
-    if (std::abs(half_hours) <= 28 && residual > -300 && residual < 120) guess = half_hours * 1800;
+    if (latest != kUnknownTime && std::abs(half_hours) <= 28 && residual > -300 && residual < 120)
+      guess = half_hours * 1800;
   }
   const bool deferred = options_.defer_zone && !tc.tz_known;
   if (tc.tz_known) {

@@ -164,6 +164,19 @@ Match python_line(LineParser& p, sv body) {
     e.component.rank = e.keys.rank;
     return Match::known;
   }
+  // TORCH_NCCL_DESYNC_DEBUG report: "- [47] joined but didn't finish collective #41207" and
+  // "ranks [1, 2] are the lagging ranks that caused this timeout".
+  if (contains(body, "joined but didn't finish collective") || contains(body, "are the lagging ranks")) {
+    sv t = ltrim(body);
+    take(t, "- ");
+    std::string ranks;
+    if (auto list = token_after(t, "ranks [", "]")) ranks = std::string(*list);
+    else if (take(t, '[')) ranks = std::string(take_until(t, "]"));
+    if (ranks.empty()) return Match::damaged;
+    Event& e = p.emit(Layer::pytorch, Severity::error, "desync_report", ComponentKind::process, body);
+    e.set_attr("ranks", ranks);
+    return Match::known;
+  }
   if (starts_with(body, "terminate called after throwing")) {
     Event& e = p.emit(Layer::pytorch, Severity::error, "process_abort", ComponentKind::process, body);
     e.component.rank = e.keys.rank;

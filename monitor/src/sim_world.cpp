@@ -297,7 +297,7 @@ void World::switch_line(int si, int64_t t, const std::string& severity, const st
 void World::sel_line(int hi, int64_t t, const std::string& sensor, const std::string& event, bool asserted) {
   const Host& h = hosts[size_t(hi)];
   std::string path = h.name + "/sel.txt";
-  int64_t bmc = t + h.skew_us * 20;  // BMC clocks drift further than the host's
+  int64_t bmc = t + h.skew_us * 20 + tz_s * 1000000;  // BMC clocks drift further; ipmitool prints local time
   Civil c = to_civil(bmc);
   char buf[160];
   size_t id = files[path].size() + 1;
