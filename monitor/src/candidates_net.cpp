@@ -18,10 +18,22 @@ namespace astral::monitor {
 
 namespace {
 
+// Transitions reported by one source; a second report within a second is the same transition.
+struct Count {
+  int n = 0;
+  int64_t last = kUnknownTime;
+  void add(int64_t t) {
+    if (t != kUnknownTime && last != kUnknownTime && std::llabs(t - last) < 1'000'000) return;
+    ++n;
+    if (t != kUnknownTime) last = t;
+  }
+};
+
 struct Cluster {
   std::string host, nic, sw, port;
   bool host_known = false, switch_known = false;
-  int kernel_downs = 0, kernel_ups = 0, nccl_downs = 0, nccl_ups = 0, switch_downs = 0, switch_ups = 0;
+  Count kernel_downs, nccl_downs, switch_downs;
+  int kernel_ups = 0, nccl_ups = 0, switch_ups = 0;
   int flaps = 0, nic_internal = 0, optic_switch = 0, optic_host = 0, ber = 0, admin = 0, async = 0;
   int64_t last_down = kUnknownTime, last_up = kUnknownTime;
   std::vector<int64_t> down_times;
@@ -45,13 +57,6 @@ const std::set<std::string>& switch_kinds() {
 bool is_edge(const Event& e) {
   return e.kind == "retry_exceeded" || e.kind == "rnr_retry_exceeded" || e.kind == "ib_completion_error" ||
          e.kind == "ib_flush_error" || (e.kind == "nccl_socket_error" && !e.attr("peer_ip").empty());
-}
-
-// Counts a transition unless the same side reported one within a second (duplicate report).
-void count(int& n, int64_t& last, int64_t t) {
-  if (t != kUnknownTime && last != kUnknownTime && std::llabs(t - last) < 1'000'000) return;
-  ++n;
-  if (t != kUnknownTime) last = t;
 }
 
 // The NIC on `peer` on the same rail as `nic` on `host` (rail-optimised fabrics).
@@ -118,9 +123,9 @@ std::vector<Candidate> network_candidates(const Bundle& b, const JobModel& job, 
       }
       Cluster& cl = cluster_for_nic(e.host, nic);
       const std::string& k = e.kind;
-      if (k == "nic_link_down") count(cl.kernel_downs, cl.last_down, e.time_us), cl.physical.add(0.6 * rel, "down");
+      if (k == "nic_link_down") cl.kernel_downs.add(e.time_us), cl.last_down = std::max(cl.last_down, e.time_us), cl.physical.add(0.6 * rel, "down");
       else if (k == "nic_link_up") ++cl.kernel_ups, cl.last_up = std::max(cl.last_up, e.time_us);
-      else if (k == "ib_port_error") count(cl.nccl_downs, cl.last_down, e.time_us), cl.physical.add(0.5 * rel, "down");
+      else if (k == "ib_port_error") cl.nccl_downs.add(e.time_us), cl.last_down = std::max(cl.last_down, e.time_us), cl.physical.add(0.5 * rel, "down");
       else if (k == "ib_port_active") ++cl.nccl_ups, cl.last_up = std::max(cl.last_up, e.time_us);
       else if (k == "optic_event") {
         if (e.severity >= Severity::error) ++cl.optic_host, cl.physical.add(0.6 * rel, "optic");
@@ -147,7 +152,7 @@ std::vector<Candidate> network_candidates(const Bundle& b, const JobModel& job, 
       }
       Cluster& cl = *clp;
       const std::string& k = e.kind;
-      if (k == "port_down") count(cl.switch_downs, cl.last_down, e.time_us), cl.physical.add(0.6 * rel, "down");
+      if (k == "port_down") cl.switch_downs.add(e.time_us), cl.last_down = std::max(cl.last_down, e.time_us), cl.physical.add(0.6 * rel, "down");
       else if (k == "port_up") ++cl.switch_ups, cl.last_up = std::max(cl.last_up, e.time_us);
       else if (k == "port_flap") ++cl.flaps, cl.physical.add(0.7 * rel, "flap");
       else if (k == "port_ber") {
@@ -180,7 +185,7 @@ std::vector<Candidate> network_candidates(const Bundle& b, const JobModel& job, 
       cl->host_known = true;
     }
     const double rel = time_relevance(e.time_us, e.time_confidence_s, s);
-    if (e.kind == "nic_link_down") count(cl->kernel_downs, cl->last_down, e.time_us), cl->physical.add(0.6 * rel, "down");
+    if (e.kind == "nic_link_down") cl->kernel_downs.add(e.time_us), cl->last_down = std::max(cl->last_down, e.time_us), cl->physical.add(0.6 * rel, "down");
     else if (e.kind == "nic_link_up") ++cl->kernel_ups;
     else if (e.kind == "optic_event" && e.severity >= Severity::error) ++cl->optic_host, cl->physical.add(0.6 * rel, "optic");
     else if (e.kind != "nic_link_up" && e.kind != "optic_event") ++cl->nic_internal, cl->physical.add(0.7 * rel, "nic");
@@ -288,8 +293,8 @@ std::vector<Candidate> network_candidates(const Bundle& b, const JobModel& job, 
   // One candidate per cable/NIC/port, of the kind its evidence points at.
   for (auto& [key, cl] : clusters) {
     Candidate& c = cl.c;
-    const int host_downs = std::max(cl.kernel_downs, cl.nccl_downs);
-    const int transitions = std::max(host_downs, cl.switch_downs) + cl.flaps;
+    const int host_downs = std::max(cl.kernel_downs.n, cl.nccl_downs.n);
+    const int transitions = std::max(host_downs, cl.switch_downs.n) + cl.flaps;
     const bool stays_down = cl.last_down != kUnknownTime && (cl.last_up == kUnknownTime || cl.last_up < cl.last_down);
     Component host_nic{ComponentKind::nic, cl.host, cl.nic, "", "", -1};
     Component link{ComponentKind::link, cl.host, cl.nic, cl.sw, cl.port, -1};
@@ -323,7 +328,7 @@ std::vector<Candidate> network_candidates(const Bundle& b, const JobModel& job, 
     c.group = "cable:" + key;
     double physical = cl.physical.value();
     double edge = cl.edges > 0 ? std::min(1.0, 0.35 + 0.12 * double(cl.peers.size()) + 0.05 * cl.edges) : 0.0;
-    double both_sides = (host_downs > 0 || cl.optic_host || cl.nic_internal) && (cl.switch_downs || cl.flaps || cl.optic_switch || cl.ber) ? 0.08 : 0.0;
+    double both_sides = (host_downs > 0 || cl.optic_host || cl.nic_internal) && (cl.switch_downs.n || cl.flaps || cl.optic_switch || cl.ber) ? 0.08 : 0.0;
     double strength = std::min(0.98, 0.7 * physical + 0.3 * edge + both_sides + (physical > 0 && edge > 0 ? 0.1 : 0.0));
     if (physical == 0) strength = 0.75 * edge;  // NCCL's word alone: the common end of the errors
     double linkf = cl.host_known ? job_link(job, s, cl.host, cl.nic) : (job.has_job_logs ? 0.3 : 0.8);
