@@ -170,12 +170,13 @@ std::vector<Candidate> network_candidates(const Bundle& b, const JobModel& job, 
     }
   }
   // Kernel events naming a netdev NCCL never named: the host's only troubled NIC, if one.
+  std::map<std::string, std::vector<Cluster*>> clusters_of_host;
+  for (auto& [key, cl] : clusters)
+    if (cl.host_known) clusters_of_host[cl.host].push_back(&cl);
   for (size_t i : unresolved) {
     const Event& e = b.events[i];
     if (e.kind == "nic_link_up") continue;  // recoveries of unnamed NICs prove nothing alone
-    std::vector<Cluster*> on_host;
-    for (auto& [key, cl] : clusters)
-      if (cl.host == e.host) on_host.push_back(&cl);
+    const std::vector<Cluster*>& on_host = clusters_of_host[e.host];
     Cluster* cl = on_host.size() == 1 ? on_host[0] : nullptr;
     if (!cl) {
       std::string dev = e.component.device.empty() ? std::string(e.attr("netdev")) : e.component.device;
@@ -217,13 +218,15 @@ std::vector<Candidate> network_candidates(const Bundle& b, const JobModel& job, 
   }
   size_t max_peers = 0;
   for (auto& [key, v] : votes) max_peers = std::max(max_peers, v.second.size());
+  std::map<std::string, Cluster*> by_nic;  // "host|nic" -> its cluster
+  for (auto& [k, c] : clusters)
+    if (c.host_known) by_nic[c.host + "|" + c.nic] = &c;
   for (auto& [key, v] : votes) {
     size_t bar = key.find('|');
     std::string host = key.substr(0, bar), nic = key.substr(bar + 1);
     bool central = v.second.size() == max_peers && max_peers >= 2;
-    Cluster* cl = nullptr;
-    for (auto& [k, c] : clusters)
-      if (c.host == host && c.nic == nic) cl = &c;
+    auto found = by_nic.find(key);
+    Cluster* cl = found == by_nic.end() ? nullptr : found->second;
     if (!cl && !central) continue;
     if (!cl) cl = &cluster_for_nic(host, nic);
     cl->edges = v.first;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "analysis.hpp"
 #include "names.hpp"
@@ -217,19 +218,21 @@ std::vector<Candidate> process_candidates(const Bundle& b, const JobModel& job, 
     add_evidence(c, b, i, crash ? "the kernel killed or saw the process crash" : "CUDA error raised in the process");
   }
   for (auto& [k, c] : crashed) out.push_back(std::move(c));
-  // Ranks that went silent while the others timed out (dead or hung without a trace).
-  for (int rank : s.missing_ranks) {
-    auto it = job.ranks.find(rank);
-    if (it == job.ranks.end()) continue;
-    Candidate c = process(rank, it->second.host);
+  // Ranks that went silent while the others timed out (dead or hung without a trace), per host.
+  std::vector<size_t> waited;
+  for (size_t i : s.events)
+    if (b.events[i].kind == "watchdog_timeout" && waited.size() < 3) waited.push_back(i);
+  std::map<std::string, std::set<int>> silent_by_host;
+  for (int rank : s.missing_ranks)
+    if (auto it = job.ranks.find(rank); it != job.ranks.end()) silent_by_host[it->second.host].insert(rank);
+  for (auto& [host, ranks] : silent_by_host) {
+    Candidate c = process(ranks.size() == 1 ? *ranks.begin() : -1, host);
+    c.ranks = ranks;
     c.fault = "rank_silent";
     c.score = 0.4;
-    c.summary = "rank " + std::to_string(rank) + " on " + it->second.host +
-                " went silent: no timeout or status from it while its group timed out";
-    for (size_t i : s.events) {
-      const Event& e = b.events[i];
-      if (e.kind == "watchdog_timeout" && c.evidence.size() < 3) add_evidence(c, b, i, "the group timed out waiting");
-    }
+    c.summary = "rank " + compress_ranks(std::vector<int>(ranks.begin(), ranks.end())) + " on " + host +
+                " went silent: no timeout or status while the group timed out";
+    for (size_t i : waited) add_evidence(c, b, i, "the group timed out waiting");
     out.push_back(std::move(c));
   }
   // Straggler: its GPU when known.

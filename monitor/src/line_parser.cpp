@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 
+#include "keywords.hpp"
 #include "text.hpp"
 
 namespace astral::monitor {
@@ -11,12 +14,6 @@ using namespace text;
 namespace {
 constexpr double kInheritedConfidenceS = 60;      // time taken from a neighbouring line
 constexpr double kUptimeGuessConfidenceS = 3600;  // dmesg dated from the file time only
-
-uint64_t fnv1a(sv s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
 
 int year_of(int64_t t) {
   int64_t days = t >= 0 ? t / 86400000000LL : -((-t + 86400000000LL - 1) / 86400000000LL);
@@ -115,10 +112,10 @@ Event& LineParser::emit(Layer layer, Severity severity, std::string_view kind,
   return e;
 }
 
-bool LineParser::start_join(sv line) {
-  if (contains(line, "Got completion from peer") && !contains(line, " with ")) {
+bool LineParser::start_join(sv line, uint32_t triggers) {
+  if ((triggers & kGotCompletion) && !(triggers & kWith)) {
     join_mode_ = 1;
-  } else if (contains(line, "Watchdog caught") && !contains(line, "timing out")) {
+  } else if ((triggers & kWatchdogCaught) && !(triggers & kTimingOut)) {
     join_mode_ = 2;
   } else {
     return false;
@@ -136,7 +133,7 @@ void LineParser::flush_join() {
   join_.clear();
   uint32_t saved = line_no_;
   line_no_ = join_line_;
-  process(text);
+  process(text, KeywordScanner::instance().scan(text));
   line_no_ = saved;
 }
 
@@ -160,19 +157,29 @@ void LineParser::feed(sv raw) {
     }
     flush_join();
   }
-  uint64_t h = fnv1a(raw);
-  if (h == previous_hash_ && !raw.empty()) {
+  // Exact repeats (a shipper sending a line twice): length, hash and head must all agree.
+  const size_t hash = std::hash<sv>{}(raw);
+  const sv head = raw.substr(0, sizeof previous_head_);
+  if (!raw.empty() && raw.size() == previous_size_ && hash == previous_hash_ &&
+      memcmp(head.data(), previous_head_, head.size()) == 0) {
     ++out_.stats.duplicates;
     ++out_.stats.recognised;
     return;
   }
-  previous_hash_ = h;
-  if (start_join(raw)) return;  // the joined text is processed (and counted) at flush
-  process(raw);
+  previous_size_ = raw.size();
+  previous_hash_ = hash;
+  memcpy(previous_head_, head.data(), head.size());
+  // NCCL INFO lines (most of a job log) need no keyword scan: their recogniser reads them by
+  // structure. Everything else is scanned once for the trigger words of every format.
+  const size_t info = find(raw.substr(0, 160), "NCCL INFO ");
+  const uint32_t triggers = info != sv::npos ? uint32_t(kNcclMark) : KeywordScanner::instance().scan(raw);
+  if (start_join(raw, triggers)) return;  // the joined text is processed (and counted) at flush
+  process(raw, triggers);
 }
 
-void LineParser::process(sv line) {
+void LineParser::process(sv line, uint32_t triggers) {
   event_line_ = line_no_;
+  triggers_ = triggers;
   if (trim(line).empty()) {
     ++out_.stats.recognised;
     return;
@@ -206,13 +213,15 @@ void LineParser::process(sv line) {
   }
   sv body = prefix_.body;
   Match m = Match::none;
-  // Order: cheapest decisive tests first; most lines of a job log are NCCL INFO.
-  if (m == Match::none) m = recognise_nccl(*this, body);
-  if (m == Match::none) m = recognise_pytorch(*this, body);
+  // Only the recognisers whose trigger words occur in the line; most lines of a job log are
+  // NCCL INFO, most of the rest match nothing.
+  const uint32_t t = triggers;
+  if (t & (kNcclMark | kNetIb)) m = recognise_nccl(*this, body);
+  if (m == Match::none && (t & (kTorch | kPythonError | kGotCompletion))) m = recognise_pytorch(*this, body);
   if (m == Match::none && switch_context()) m = recognise_switch(*this, body);
-  if (m == Match::none) m = recognise_kernel(*this, body);
-  if (m == Match::none && !switch_context()) m = recognise_switch(*this, body);
-  if (m == Match::none) m = recognise_bmc(*this, body);
+  if (m == Match::none && (t & kKernel)) m = recognise_kernel(*this, body);
+  if (m == Match::none && !switch_context() && (t & (kPort | kSairedis))) m = recognise_switch(*this, body);
+  if (m == Match::none && ((t & kBmc) || memchr(body.data(), '|', body.size()))) m = recognise_bmc(*this, body);
   if (m == Match::none) m = recognise_ras_text(*this, body);
   switch (m) {
     case Match::none: ++out_.stats.unknown; break;

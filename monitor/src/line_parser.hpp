@@ -31,6 +31,8 @@ class LineParser {
   Event& emit_undated(Layer layer, Severity severity, std::string_view kind, ComponentKind component,
                       std::string_view message);
   const Prefix& prefix() const { return prefix_; }
+  // Trigger words present in the current line (keywords.hpp).
+  uint32_t triggers() const { return triggers_; }
   uint32_t current_line() const { return event_line_; }
   // Host for this line: the prefix's (syslog), else the file's default host.
   std::string_view host() const;
@@ -42,7 +44,8 @@ class LineParser {
   ParseResult& out() { return out_; }
 
   // Small state some recognisers keep between lines.
-  std::unordered_set<std::string> seen;  // de-duplication of repeated facts (NCCL channels)
+  std::unordered_set<std::string> seen;  // de-duplication of repeated facts
+  std::unordered_set<uint64_t> seen_ids;  // the same, by hash (NCCL channels, the most repeated)
   int ras_section = 0;                   // NCCL RAS text: 1 errors, 2 warnings
   std::string ras_status;                // DEAD / MISMATCH / INCOMPLETE ... of the current block
   std::string ras_comm;                  // "(27a079b828ff1a75)" of the current block
@@ -51,15 +54,16 @@ class LineParser {
   int64_t last_uptime_us = -1;           // detects a reboot inside a dmesg dump
 
  private:
-  void process(std::string_view line);
+  void process(std::string_view line, uint32_t triggers);
   void resolve_time();
-  bool start_join(std::string_view line);
+  bool start_join(std::string_view line, uint32_t triggers);
   void flush_join();
 
   const ParseOptions& options_;
   ParseResult& out_;
   int year_;
   uint32_t line_no_ = 0;
+  uint32_t triggers_ = 0;
   uint32_t event_line_ = 0;
   Prefix prefix_;
   // Time of the current line after resolution.
@@ -83,7 +87,8 @@ class LineParser {
   uint32_t join_line_ = 0;
   int join_count_ = 0;
   // Exact duplicates (log shippers that send a line twice).
-  uint64_t previous_hash_ = 0;
+  size_t previous_size_ = 0, previous_hash_ = 0;
+  char previous_head_[32] = {};
 };
 
 // Recognisers (one file each).

@@ -4,6 +4,7 @@
 // in all their wordings, async port events, socket and proxy errors.
 #include <string>
 
+#include "keywords.hpp"
 #include "line_parser.hpp"
 #include "names.hpp"
 #include "text.hpp"
@@ -123,9 +124,11 @@ Match channel_line(LineParser& p, const NcclHeader& h, sv msg) {
   if (!netdev) return Match::damaged;
   int local = receive ? int(*dst) : send ? int(*src) : -1;
   int peer = receive ? int(*src) : send ? int(*dst) : -1;
-  std::string key = "ch:" + pid_key(h, p.host()) + ":" + std::to_string(local) + ":" +
-                    std::to_string(*netdev) + (receive ? "r" : "s");
-  if (!p.seen.insert(key).second) return Match::known;
+  // One event per (process, rank, NET device, direction): channels repeat the same facts.
+  uint64_t key = std::hash<sv>{}(h.host.empty() ? p.host() : h.host);
+  for (int64_t part : {h.pid, int64_t(local), int64_t(*netdev), int64_t(receive)})
+    key = (key ^ uint64_t(part)) * 1099511628211ULL;
+  if (!p.seen_ids.insert(key).second) return Match::known;
   Event& e = p.emit(Layer::nccl, Severity::debug, "nccl_channel", ComponentKind::nic, msg);
   stamp(e, h);
   e.keys.rank = local;
@@ -261,13 +264,15 @@ Match warn_line(LineParser& p, const NcclHeader& h, sv msg) {
 }
 
 Match info_line(LineParser& p, const NcclHeader& h, sv msg) {
-  if (ends_with(trim(msg), "Init COMPLETE")) return init_line(p, h, msg, true);
-  if (ends_with(trim(msg), "Init START")) return init_line(p, h, msg, false);
   if (starts_with(msg, "Channel ")) return channel_line(p, h, msg);
+  sv end = trim(msg);
+  if (ends_with(end, "Init COMPLETE")) return init_line(p, h, msg, true);
+  if (ends_with(end, "Init START")) return init_line(p, h, msg, false);
+  if (!starts_with(msg, "NET/IB")) return Match::known;  // the many INFO lines with nothing to join on
   if (starts_with(msg, "NET/IB : Using") || starts_with(msg, "NET/IB: Using")) return net_devices_line(p, h, msg);
   if (contains(msg, "Got completion from peer")) return warn_line(p, h, msg);
-  if (contains(msg, "NET/IB") && contains(msg, "async")) return async_event(p, h, msg);
-  return Match::known;  // the many INFO lines that carry nothing to join on
+  if (contains(msg, "async")) return async_event(p, h, msg);
+  return Match::known;
 }
 
 }  // namespace
@@ -320,7 +325,7 @@ bool parse_ib_completion(LineParser& p, sv text, Layer layer) {
 }
 
 Match recognise_nccl(LineParser& p, sv body) {
-  if (contains(body, "ProcessGroupNCCL")) return Match::none;  // PyTorch text quoting NCCL
+  if ((p.triggers() & kTorch) && contains(body, "ProcessGroupNCCL")) return Match::none;  // PyTorch quoting NCCL
   NcclHeader h;
   if (!read_header(body, h) || (h.level == "version" && !starts_with(body, "NCCL version"))) {
     // NCCL text without the NCCL marker: vendor forks ("NET/IBP:Got completion ...") and the

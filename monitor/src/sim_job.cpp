@@ -69,8 +69,34 @@ void job_start(World& w, int64_t t0) {
     w.nccl_line(r, t + 3000, "INFO", (w.nccl >= NcclEra::v2_26 ? "[Rank " + std::to_string(r.rank) + "] " : "") +
                                           "ncclCommInitRank " + head + " - Init START");
     int64_t t_done = t0 + 16'500'000 + w.pick(0, 400000);
+    // What NCCL_DEBUG=INFO prints between START and COMPLETE: affinity, rings, trees, the
+    // intra-node P2P and inter-node NET connections of every channel, tuning.
+    const int gpus = int(h.ranks.size());
+    const int channels = 8;
+    const int local_first = h.ranks.empty() ? 0 : h.ranks.front();
+    w.nccl_line(r, t + 3100, "INFO", "Setting affinity for GPU " + std::to_string(r.local) + " to ffffffff,00000000,ffffffff");
+    w.nccl_line(r, t + 3200, "INFO", "comm " + r.comm_ptr + " rank " + std::to_string(r.rank) + " nRanks " +
+                                         std::to_string(n) + " nNodes " + std::to_string(std::max(1, n / std::max(1, gpus))) +
+                                         " localRanks " + std::to_string(gpus) + " localRank " + std::to_string(r.local) +
+                                         " MNNVL 0");
+    if (r.rank == 0) {
+      std::string ring;
+      for (int k = 0; k < std::min(n, 64); ++k) ring += " " + std::to_string(k);
+      for (int ch = 0; ch < channels; ++ch)
+        w.nccl_line(r, t + 3300, "INFO", "Channel " + two(ch) + "/" + two(channels) + " :" + ring);
+    }
+    w.nccl_line(r, t + 3400, "INFO", "Trees [0] " + std::to_string((r.rank + 1) % n) + "/-1/-1->" + std::to_string(r.rank) +
+                                         "->" + std::to_string((r.rank + n - 1) % n) + " [1] -1/-1/-1->" +
+                                         std::to_string(r.rank) + "->" + std::to_string((r.rank + 1) % n));
+    w.nccl_line(r, t + 3500, "INFO", "P2P Chunksize set to 131072");
+    for (int ch = 0; ch < channels && gpus > 1; ++ch) {
+      int next = local_first + (r.local + 1) % gpus;
+      w.nccl_line(r, t_done - 400000, "INFO", "Channel " + two(ch) + "/0 : " + std::to_string(r.rank) + "[" +
+                                                  std::to_string(r.local) + "] -> " + std::to_string(next) + "[" +
+                                                  std::to_string((r.local + 1) % gpus) + "] via P2P/IPC/read");
+    }
     auto peers = network_peers(w, r);
-    for (int ch = 0; ch < 2; ++ch)
+    for (int ch = 0; ch < channels / 2; ++ch)
       for (int p : peers) {
         const Rank& q = w.ranks[size_t(p)];
         const std::string qgpu = bus_id(w.hosts[size_t(q.host)].gpu_bdf[size_t(q.local)]);
@@ -82,7 +108,16 @@ void job_start(World& w, int64_t t0) {
                     "Channel " + two(ch) + "/0 : " + std::to_string(q.rank) + "[" + qgpu + "] -> " +
                         std::to_string(r.rank) + "[" + gpu + "] [receive]" + via);
       }
+    w.nccl_line(r, t_done - 200000, "INFO", "Connected all rings");
+    w.nccl_line(r, t_done - 190000, "INFO", "Connected all trees");
+    w.nccl_line(r, t_done - 180000, "INFO", "threadThresholds 8/8/64 | 128/8/64 | 512 | 512");
+    w.nccl_line(r, t_done - 170000, "INFO", std::to_string(channels) + " coll channels, " + std::to_string(channels) +
+                                               " collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer");
+    w.nccl_line(r, t_done - 160000, "INFO", "TUNER/Plugin: Could not find: libnccl-tuner.so. Using internal tuner plugin.");
     w.nccl_line(r, t_done, "INFO", head + " - Init COMPLETE");
+    w.nccl_line(r, t_done + 1000, "INFO", "Init timings - ncclCommInitRank: rank " + std::to_string(r.rank) + " nranks " +
+                                              std::to_string(n) + " total 1.08 (kernels 0.51, alloc 0.08, bootstrap 0.22, "
+                                              "allgathers 0.01, topo 0.28, graphs 0.04, connections 0.02, rest 0.01)");
     if (w.era != Era::v1 && w.chance(0.5)) {
       // TORCH_CPP_LOG_LEVEL=INFO: native glog form.
       Civil c = to_civil(t_done + 2000 + h.skew_us + w.tz_s * 1000000);
@@ -240,7 +275,7 @@ void flight_recorder(World& w, const Rank& r, int64_t t_dump, int64_t t_enq, int
                                                 {"last_started_collective", -1},
                                                 {"last_completed_collective", last_completed}}}}},
                          {"entries", entries}};
-  w.raw_line(h.name + "/fr/nccl_trace_rank_" + std::to_string(r.rank) + ".json", t_dump, dump.dump(2), h.skew_us);
+  w.raw_line(h.name + "/fr/nccl_trace_rank_" + std::to_string(r.rank) + ".json", t_dump, dump.dump(), h.skew_us);
 }
 
 void inspector(World& w, int64_t from, int count, double base_ms, int straggler, double delay_factor) {

@@ -44,6 +44,10 @@ int64_t shift_years(int64_t t, int delta) {
 
 int month_from_name(sv n) {
   if (n.size() < 3) return 0;
+  switch (lower(n[0])) {  // most lines are rejected by the first letter
+    case 'j': case 'f': case 'm': case 'a': case 's': case 'o': case 'n': case 'd': break;
+    default: return 0;
+  }
   static const char* names[] = {"jan", "feb", "mar", "apr", "may", "jun",
                                 "jul", "aug", "sep", "oct", "nov", "dec"};
   char a = lower(n[0]), b = lower(n[1]), c = lower(n[2]);
@@ -81,6 +85,10 @@ std::optional<int64_t> take_clock(sv& s) {
 }
 
 std::string sanitize(sv s) {
+  unsigned bad = 0;
+  for (unsigned char c : s)  // branch-free: vectorises
+    bad |= unsigned(c < 0x20) & unsigned(c != '\t') | unsigned(c == 0x7f);
+  if (!bad) return std::string(s);
   std::string out;
   out.reserve(s.size());
   for (unsigned char c : s) {

@@ -32,11 +32,46 @@ inline sv ltrim(sv s) {
 inline bool starts_with(sv s, sv p) { return s.substr(0, p.size()) == p; }
 inline bool ends_with(sv s, sv p) { return s.size() >= p.size() && s.substr(s.size() - p.size()) == p; }
 
-// memmem-based search (glibc's is vectorised); npos when absent.
+// How common a character is in log text (lower is rarer): spaces, quotes and frequent letters make
+// poor search anchors.
+inline int anchor_cost(char c) {
+  if (c == ' ' || c == '"' || c == '\n') return 100;
+  if (c >= 'a' && c <= 'z') {
+    static const char common[] = "etaoinsrhlcd";
+    for (const char* p = common; *p; ++p)
+      if (*p == c) return 80;
+    return 50;
+  }
+  if (c == ':' || c == ',' || c == '.' || c == '_' || c == '-' || c == '/' || c == '=') return 60;
+  if (c >= '0' && c <= '9') return 45;
+  if (c >= 'A' && c <= 'Z') return 20;
+  return 30;
+}
+
+// Substring search tuned for short log lines: memchr (vectorised) for the needle's least common
+// character, then memcmp. glibc's memmem pays a set-up per call that dominates on short lines.
 inline size_t find(sv hay, sv needle, size_t from = 0) {
-  if (from > hay.size()) return sv::npos;
-  const void* p = memmem(hay.data() + from, hay.size() - from, needle.data(), needle.size());
-  return p ? size_t(static_cast<const char*>(p) - hay.data()) : sv::npos;
+  if (from > hay.size() || needle.size() > hay.size() - from) return sv::npos;
+  if (needle.empty()) return from;
+  // The anchor: the needle's character least common in logs and JSON.
+  size_t k = 0;
+  int best = 1000;
+  for (size_t i = 0; i < needle.size(); ++i) {
+    int score = anchor_cost(needle[i]);
+    if (score < best) best = score, k = i;
+  }
+  const char anchor = needle[k];
+  const char* base = hay.data();
+  size_t pos = from + k;
+  const size_t last = hay.size() - needle.size() + k;  // last position the anchor may take
+  while (pos <= last) {
+    const void* hit = memchr(base + pos, anchor, last - pos + 1);
+    if (!hit) return sv::npos;
+    size_t at = size_t(static_cast<const char*>(hit) - base);
+    if (memcmp(base + at - k, needle.data(), needle.size()) == 0) return at - k;
+    pos = at + 1;
+  }
+  return sv::npos;
 }
 inline bool contains(sv hay, sv needle) { return find(hay, needle) != sv::npos; }
 
@@ -94,11 +129,23 @@ inline bool take(sv& s, char c) {
   s.remove_prefix(1);
   return true;
 }
-// Up to (not including) the first char in `stops`; advances s past the token.
+// Up to (not including) the first char in `stops`; advances s past the token. (A plain loop:
+// string_view::find_first_of calls memchr over the stop set for every character.)
 inline sv take_until(sv& s, sv stops) {
-  size_t i = s.find_first_of(stops);
+  size_t i = 0;
+  if (stops.size() == 1) {
+    const void* hit = memchr(s.data(), stops[0], s.size());
+    i = hit ? size_t(static_cast<const char*>(hit) - s.data()) : s.size();
+  } else {
+    for (; i < s.size(); ++i) {
+      const char c = s[i];
+      bool stop = false;
+      for (char t : stops) stop |= c == t;
+      if (stop) break;
+    }
+  }
   sv tok = s.substr(0, i);
-  s.remove_prefix(i == sv::npos ? s.size() : i);
+  s.remove_prefix(i);
   return tok;
 }
 inline sv take_word(sv& s) {
