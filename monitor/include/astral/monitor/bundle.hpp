@@ -1,0 +1,54 @@
+#pragma once
+// A bundle: what an operator collects after an incident. One folder per host holding any mix of
+// files (types are detected from content), a `switches/` folder with one file or folder per
+// switch, and optionally a fabric file (fabric JSON, ibnetdiscover output or a cabling CSV).
+// Loading parses every file (in parallel), dates year- and zone-less lines, puts host names in
+// one form, removes duplicate lines shipped twice and sorts the events by time.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "astral/monitor/event.hpp"
+#include "astral/monitor/fabric_graph.hpp"
+#include "astral/monitor/parse.hpp"
+
+namespace astral::monitor {
+
+struct BundleOptions {
+  int year = 0;                           // --year: for year-less timestamps
+  std::optional<int64_t> tz_offset_s;     // --tz: the hosts' zone (seconds east of UTC)
+  std::string fabric_path;                // --fabric; a fabric file in the bundle is used otherwise
+  unsigned jobs = 0;                      // parser threads; 0: one per core
+  std::function<void(std::string_view)> progress;  // progress lines (stderr in the CLI)
+};
+
+struct Bundle {
+  std::string root;
+  std::vector<FileStats> files;  // Event::file indexes this
+  std::vector<Event> events;     // by time; undated events last
+  std::vector<CollectiveSample> samples;
+  FabricGraph fabric;
+  std::vector<std::string> fabric_sources;
+  std::vector<std::string> hosts;     // host folders
+  std::vector<std::string> switches;  // entries of switches/
+  std::map<std::string, std::string> host_aliases;  // name in the logs -> bundle host
+  std::map<std::string, std::string> ip_hosts;      // address -> host
+  uint64_t duplicates_removed = 0;
+
+  std::string_view file_name(uint32_t index) const;
+  std::string canonical_host(std::string_view name) const;  // alias- and IP-resolved
+};
+
+// Throws std::runtime_error with a one-line message naming the input when the bundle cannot be
+// read at all (missing path, no files); damaged content never throws.
+Bundle load_bundle(const std::string& path, const BundleOptions& options = {});
+
+// "+08:00", "-0530", "UTC", "Z" or an IANA zone name (resolved with the system tz database at
+// `at_utc_s`). nullopt if not understood.
+std::optional<int64_t> parse_tz(std::string_view tz, int64_t at_utc_s);
+
+}  // namespace astral::monitor

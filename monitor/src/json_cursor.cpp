@@ -1,0 +1,220 @@
+#include "json_cursor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace astral::monitor {
+
+void JsonCursor::ws() {
+  while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
+}
+
+char JsonCursor::peek() {
+  ws();
+  return i_ < s_.size() ? s_[i_] : '\0';
+}
+
+bool JsonCursor::at_end() {
+  ws();
+  return i_ >= s_.size();
+}
+
+bool JsonCursor::expect(char c) {
+  ws();
+  if (i_ >= s_.size() || s_[i_] != c) return fail();
+  ++i_;
+  return true;
+}
+
+bool JsonCursor::enter_object() {
+  if (!ok_ || !expect('{') || depth_ >= 63) return fail();
+  ++depth_;
+  first_bits_ |= uint64_t(1) << depth_;
+  return true;
+}
+
+bool JsonCursor::enter_array() {
+  if (!ok_ || !expect('[') || depth_ >= 63) return fail();
+  ++depth_;
+  first_bits_ |= uint64_t(1) << depth_;
+  return true;
+}
+
+bool JsonCursor::next_member(std::string_view& key) {
+  if (!ok_) return false;
+  ws();
+  if (i_ < s_.size() && s_[i_] == '}') {
+    ++i_;
+    --depth_;
+    return false;
+  }
+  const uint64_t bit = uint64_t(1) << depth_;
+  if (!(first_bits_ & bit) && !expect(',')) return false;
+  first_bits_ &= ~bit;
+  ws();
+  if (i_ >= s_.size() || s_[i_] != '"') return fail();
+  size_t start = ++i_;
+  while (i_ < s_.size() && s_[i_] != '"') {
+    if (s_[i_] == '\\') ++i_;
+    ++i_;
+  }
+  if (i_ >= s_.size()) return fail();
+  key = s_.substr(start, i_ - start);
+  ++i_;
+  return expect(':');
+}
+
+bool JsonCursor::next_element() {
+  if (!ok_) return false;
+  ws();
+  if (i_ < s_.size() && s_[i_] == ']') {
+    ++i_;
+    --depth_;
+    return false;
+  }
+  const uint64_t bit = uint64_t(1) << depth_;
+  if (!(first_bits_ & bit) && !expect(',')) return false;
+  first_bits_ &= ~bit;
+  return true;
+}
+
+bool JsonCursor::read_string(std::string& out) {
+  ws();
+  if (i_ >= s_.size() || s_[i_] != '"') return skip();
+  ++i_;
+  out.clear();
+  while (i_ < s_.size() && s_[i_] != '"') {
+    size_t run = i_;
+    while (i_ < s_.size() && s_[i_] != '"' && s_[i_] != '\\') ++i_;
+    out.append(s_.data() + run, i_ - run);
+    if (i_ < s_.size() && s_[i_] == '\\') {
+      if (i_ + 1 >= s_.size()) return fail();
+      char e = s_[i_ + 1];
+      i_ += 2;
+      switch (e) {
+        case 'n': out += '\n'; break;
+        case 't': out += '\t'; break;
+        case 'r': out += '\r'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'u':  // keep the escape as written: log identifiers are ASCII
+          if (i_ + 4 > s_.size()) return fail();
+          out += "\\u";
+          out.append(s_.data() + i_, 4);
+          i_ += 4;
+          break;
+        default: out += e;
+      }
+    }
+  }
+  if (i_ >= s_.size()) return fail();
+  ++i_;
+  return true;
+}
+
+bool JsonCursor::read_int(int64_t& out) {
+  ws();
+  if (i_ < s_.size() && (s_[i_] == '-' || (s_[i_] >= '0' && s_[i_] <= '9'))) {
+    bool neg = s_[i_] == '-';
+    size_t j = i_ + neg;
+    int64_t v = 0;
+    size_t digits = 0;
+    while (j < s_.size() && s_[j] >= '0' && s_[j] <= '9') {
+      if (digits < 18) v = v * 10 + (s_[j] - '0');
+      ++j, ++digits;
+    }
+    if (j < s_.size() && (s_[j] == '.' || s_[j] == 'e' || s_[j] == 'E')) {
+      double d = 0;
+      if (!read_number(d)) return false;
+      out = int64_t(d);
+      return true;
+    }
+    if (!digits) return fail();
+    out = neg ? -v : v;
+    i_ = j;
+    return true;
+  }
+  return skip();
+}
+
+bool JsonCursor::read_number(double& out) {
+  ws();
+  if (i_ < s_.size() && (s_[i_] == '-' || (s_[i_] >= '0' && s_[i_] <= '9'))) {
+    char buf[64];
+    size_t j = i_, n = 0;
+    while (j < s_.size() && n + 1 < sizeof buf &&
+           (s_[j] == '-' || s_[j] == '+' || s_[j] == '.' || s_[j] == 'e' || s_[j] == 'E' || (s_[j] >= '0' && s_[j] <= '9')))
+      buf[n++] = s_[j++];
+    buf[n] = '\0';
+    char* end = nullptr;
+    out = std::strtod(buf, &end);
+    if (end == buf) return fail();
+    i_ = j;
+    return true;
+  }
+  return skip();
+}
+
+bool JsonCursor::read_bool(bool& out) {
+  ws();
+  if (s_.compare(i_, 4, "true") == 0) {
+    out = true;
+    i_ += 4;
+    return true;
+  }
+  if (s_.compare(i_, 5, "false") == 0) {
+    out = false;
+    i_ += 5;
+    return true;
+  }
+  return skip();
+}
+
+bool JsonCursor::skip() {
+  if (!ok_) return false;
+  ws();
+  if (i_ >= s_.size()) return fail();
+  char c = s_[i_];
+  if (c == '"') {
+    ++i_;
+    while (i_ < s_.size() && s_[i_] != '"') i_ += s_[i_] == '\\' ? 2 : 1;
+    if (i_ >= s_.size()) return fail();
+    ++i_;
+    return true;
+  }
+  if (c == '{' || c == '[') {
+    // Balanced skip; strings may hold brackets.
+    int depth = 0;
+    while (i_ < s_.size()) {
+      char d = s_[i_];
+      if (d == '"') {
+        ++i_;
+        while (i_ < s_.size() && s_[i_] != '"') i_ += s_[i_] == '\\' ? 2 : 1;
+      } else if (d == '{' || d == '[') {
+        ++depth;
+      } else if (d == '}' || d == ']') {
+        if (--depth == 0) {
+          ++i_;
+          return true;
+        }
+      }
+      ++i_;
+    }
+    return fail();
+  }
+  // number, true, false, null
+  size_t start = i_;
+  while (i_ < s_.size() && s_[i_] != ',' && s_[i_] != '}' && s_[i_] != ']' && s_[i_] != ' ' && s_[i_] != '\n' &&
+         s_[i_] != '\t' && s_[i_] != '\r')
+    ++i_;
+  return i_ > start ? true : fail();
+}
+
+std::string_view JsonCursor::raw_value() {
+  ws();
+  size_t start = i_;
+  if (!skip()) return {};
+  return s_.substr(start, i_ - start);
+}
+
+}  // namespace astral::monitor

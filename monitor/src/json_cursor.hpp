@@ -1,0 +1,48 @@
+#pragma once
+// A forward-only JSON reader over a buffer, without a DOM: the structured dumps of a large job
+// (a Flight Recorder file per rank, Inspector records per collective) are read field by field at
+// hundreds of MB/s, values not needed are skipped. Any syntax error stops it (ok() turns false);
+// callers then fall back to the full parser.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace astral::monitor {
+
+class JsonCursor {
+ public:
+  explicit JsonCursor(std::string_view text) : s_(text) {}
+
+  bool ok() const { return ok_; }
+  bool at_end();  // only whitespace left
+  size_t offset() const { return i_; }
+
+  // Objects: `if (c.enter_object()) while (c.next_member(key)) { ...read or skip the value... }`
+  bool enter_object();
+  bool next_member(std::string_view& key);
+  // Arrays: `if (c.enter_array()) while (c.next_element()) { ...read or skip... }`
+  bool enter_array();
+  bool next_element();
+
+  bool read_string(std::string& out);  // unescapes
+  bool read_int(int64_t& out);         // integers; a null or other value leaves out unchanged
+  bool read_number(double& out);
+  bool read_bool(bool& out);
+  bool skip();                         // any value
+  // The raw text of the next value (skipped), e.g. to keep "input_sizes" as written.
+  std::string_view raw_value();
+  char peek();
+
+ private:
+  void ws();
+  bool fail() { return ok_ = false; }
+  bool expect(char c);
+  std::string_view s_;
+  size_t i_ = 0;
+  bool ok_ = true;
+  // Per nesting level: whether the first member/element was read.
+  uint64_t first_bits_ = 0;
+  int depth_ = 0;
+};
+
+}  // namespace astral::monitor

@@ -1,0 +1,148 @@
+#include "keywords.hpp"
+
+#include <deque>
+
+namespace astral::monitor {
+
+namespace {
+struct Word {
+  std::string_view text;
+  uint32_t bits;
+};
+
+// Every word that can start a recogniser's work. A line with none of them is unknown at once.
+constexpr Word kWords[] = {
+    {" NCCL ", kNcclMark},
+    {"NCCL ", kNcclMark},
+    {"Got completion from peer", kGotCompletion | kNetIb},
+    {"NET/IB", kNetIb},
+    {"ProcessGroupNCCL", kTorch},
+    {"WorkNCCL(", kTorch},
+    {".cpp:", kTorch},
+    {".hpp:", kTorch},
+    {"Watchdog caught", kWatchdogCaught | kTorch},
+    {"CUDA error", kPythonError},
+    {"DistBackendError", kPythonError},
+    {"NCCL error", kPythonError},
+    {"ncclRemoteError", kPythonError},
+    {"ncclSystemError", kPythonError},
+    {"ncclInternalError", kPythonError},
+    {"ncclUnhandledCudaError", kPythonError},
+    {"terminate called", kPythonError},
+    {"Traceback", kPythonError},
+    {"what():", kPythonError},
+    {"Exception raised", kPythonError},
+    {"joined but didn't finish", kPythonError},
+    {"lagging ranks", kPythonError},
+    {"NVRM:", kKernel},
+    {"SXid", kKernel},
+    {"mlx5", kKernel},
+    {"AER", kKernel},
+    {"PCIe Bus Error", kKernel},
+    {"pcieport", kKernel},
+    {"segfault at", kKernel},
+    {"Out of memory", kKernel},
+    {"oom-kill", kKernel},
+    {"Linux version", kKernel},
+    {"reboot:", kKernel},
+    {"Machine check", kKernel},
+    {"EDAC ", kKernel},
+    {"blocked for more than", kKernel},
+    {"soft lockup", kKernel},
+    {"hard LOCKUP", kKernel},
+    {"Hardware Error", kKernel},
+    {"arrier", kKernel},  // Lost Carrier / carrier lost / carrier on
+    {"ARRIER", kKernel},
+    {"Link is", kKernel},
+    {"link is", kKernel},
+    {"becomes ready", kKernel},
+    {"Ethernet", kPort},
+    {"ethernet ", kPort},
+    {"Eth", kPort},
+    {"swp", kPort},
+    {"IB", kPort},
+    {"Port ", kPort},
+    {"GigE", kPort},
+    {"==>", kBmc},
+    {"SEL Entry:", kBmc},
+    {"timing out", kTimingOut},
+    {" with ", kWith},
+    {"|port_state_change|", kSairedis},
+};
+}  // namespace
+
+const KeywordScanner& KeywordScanner::instance() {
+  static const KeywordScanner scanner;
+  return scanner;
+}
+
+KeywordScanner::KeywordScanner() {
+  // Byte classes: each byte that occurs in a word gets its own class; all others share class 0.
+  for (const Word& w : kWords)
+    for (unsigned char c : w.text)
+      if (!class_of_[c]) class_of_[c] = uint8_t(classes_++);
+  trie_.push_back(std::vector<int>(size_t(classes_), -1));
+  out_.push_back(0);
+  for (const Word& w : kWords) add(w.text, w.bits);
+  build();
+}
+
+void KeywordScanner::add(std::string_view word, uint32_t bits) {
+  int s = 0;
+  for (unsigned char c : word) {
+    int cls = class_of_[c];
+    if (trie_[size_t(s)][size_t(cls)] < 0) {
+      trie_[size_t(s)][size_t(cls)] = int(trie_.size());
+      trie_.push_back(std::vector<int>(size_t(classes_), -1));
+      out_.push_back(0);
+    }
+    s = trie_[size_t(s)][size_t(cls)];
+  }
+  out_[size_t(s)] |= bits;
+}
+
+void KeywordScanner::build() {
+  const size_t n = trie_.size();
+  std::vector<int> fail(n, 0);
+  delta_.assign(n * size_t(classes_), 0);
+  std::deque<int> queue;
+  for (int c = 0; c < classes_; ++c) {
+    int next = trie_[0][size_t(c)];
+    if (next > 0) {
+      fail[size_t(next)] = 0;
+      queue.push_back(next);
+      delta_[size_t(c)] = uint16_t(next);
+    }
+  }
+  while (!queue.empty()) {
+    int s = queue.front();
+    queue.pop_front();
+    out_[size_t(s)] |= out_[size_t(fail[size_t(s)])];
+    for (int c = 0; c < classes_; ++c) {
+      int next = trie_[size_t(s)][size_t(c)];
+      if (next > 0) {
+        fail[size_t(next)] = delta_[size_t(fail[size_t(s)]) * size_t(classes_) + size_t(c)];
+        queue.push_back(next);
+        delta_[size_t(s) * size_t(classes_) + size_t(c)] = uint16_t(next);
+      } else {
+        delta_[size_t(s) * size_t(classes_) + size_t(c)] = delta_[size_t(fail[size_t(s)]) * size_t(classes_) + size_t(c)];
+      }
+    }
+  }
+  trie_.clear();
+}
+
+uint32_t KeywordScanner::scan(std::string_view line) const {
+  uint32_t bits = 0;
+  size_t s = 0;
+  const size_t k = size_t(classes_);
+  const uint16_t* delta = delta_.data();
+  const uint32_t* out = out_.data();
+  for (unsigned char c : line) {
+    s = delta[s * k + class_of_[c]];
+    bits |= out[s];
+  }
+  return bits;
+}
+
+}  // namespace astral::monitor

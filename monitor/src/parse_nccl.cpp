@@ -1,0 +1,345 @@
+// NCCL_DEBUG output (log-formats.md §3): "host:pid:tid [dev] NCCL INFO ...", WARN lines with
+// file:line (and a timestamp since 2.26), init lines that map rank -> GPU and give the commHash,
+// channel lines that map a rank to its NET device, the NET/IB device list, IB completion errors
+// in all their wordings, async port events, socket and proxy errors.
+#include <string>
+
+#include "keywords.hpp"
+#include "line_parser.hpp"
+#include "names.hpp"
+#include "text.hpp"
+
+namespace astral::monitor {
+using namespace text;
+
+namespace {
+
+struct NcclHeader {
+  sv host;
+  int64_t pid = -1;
+  int64_t tid = -1;
+  int dev = -1;
+  sv level;  // INFO WARN TRACE CALL version
+  sv msg;
+};
+
+// Finds "NCCL <LEVEL> " and reads "host:pid:tid [dev] ..." before it when present.
+bool read_header(sv body, NcclHeader& h) {
+  size_t k = 0;
+  if (!starts_with(body, "NCCL ")) {
+    k = find(body, " NCCL ");
+    if (k == sv::npos) return false;
+    ++k;
+  }
+  sv after_nccl = body.substr(k + 5);
+  h.level = take_until(after_nccl, " ");
+  if (h.level != "INFO" && h.level != "WARN" && h.level != "TRACE" && h.level != "CALL" &&
+      h.level != "version" && h.level != "ERROR")
+    return false;
+  h.msg = ltrim(after_nccl);
+  sv head = body.substr(0, k);
+  // host:pid:tid
+  sv t = head;
+  sv first = take_until(t, " ");
+  size_t c2 = first.rfind(':');
+  if (c2 != sv::npos && c2 > 0) {
+    size_t c1 = first.rfind(':', c2 - 1);
+    if (c1 != sv::npos) {
+      sv pid = first.substr(c1 + 1, c2 - c1 - 1), tid = first.substr(c2 + 1);
+      auto p = take_uint(pid);
+      auto q = take_uint(tid);
+      if (p && q && pid.empty() && tid.empty()) {
+        h.host = first.substr(0, c1);
+        h.pid = *p;
+        h.tid = *q;
+      }
+    }
+  }
+  t = ltrim(t);
+  if (take(t, '[')) {
+    auto d = take_uint(t);
+    if (d && take(t, ']')) h.dev = int(*d);
+  }
+  return true;
+}
+
+std::string pid_key(const NcclHeader& h, sv host) {
+  return std::string(host) + ":" + std::to_string(h.pid);
+}
+
+void stamp(Event& e, const NcclHeader& h) {
+  if (!h.host.empty()) {
+    e.host = std::string(h.host);
+    if (e.component.kind != ComponentKind::switch_ && e.component.kind != ComponentKind::switch_port)
+      e.component.host = e.host;
+  }
+  if (h.pid >= 0) e.set_attr("pid", std::to_string(h.pid));
+  if (h.dev >= 0) e.set_attr("cuda_dev", std::to_string(h.dev));
+}
+
+// "... comm 0x.. rank R nranks N cudaDev d nvmlDev n busId b commId 0x.. - Init COMPLETE"
+Match init_line(LineParser& p, const NcclHeader& h, sv msg, bool complete) {
+  auto comm = token_after(msg, "comm ");
+  auto rank = int_after(msg, " rank ");
+  auto nranks = int_after(msg, " nranks ");
+  auto bus = token_after(msg, " busId ");
+  if (!comm || !rank || !nranks || !bus) return Match::damaged;
+  std::string pci = names::pci_from_nccl_bus_id(*bus);
+  Event& e = p.emit(Layer::nccl, Severity::info, complete ? "nccl_init" : "nccl_init_start",
+                    ComponentKind::gpu, msg);
+  stamp(e, h);
+  e.component.device = pci;
+  e.keys.rank = int(*rank);
+  if (auto id = hex_after(msg, " commId "); id && *id != 0) e.keys.comm_hash = *id;
+  e.set_attr("comm", std::string(*comm));
+  e.set_attr("nranks", std::to_string(*nranks));
+  e.set_attr("bus_id", std::string(*bus));
+  if (auto d = int_after(msg, " cudaDev ")) e.set_attr("cuda_dev", std::to_string(*d));
+  if (auto d = int_after(msg, " nvmlDev ")) e.set_attr("nvml_dev", std::to_string(*d));
+  if (auto parent = token_after(msg, " parent ")) e.set_attr("parent", std::string(*parent));
+  return Match::known;
+}
+
+// "Channel 01 : 2[c7000] -> 0[87000] [receive] via NET/IB/5/GDRDMA"
+Match channel_line(LineParser& p, const NcclHeader& h, sv msg) {
+  auto via = after(msg, " via NET/");
+  if (!via) return Match::known;  // P2P/SHM channels: intra-node, nothing to join
+  sv t = msg.substr(8);  // after "Channel "
+  auto ch = take_uint(t);
+  take_until(t, ":");
+  if (!ch || !take(t, ':')) return Match::damaged;
+  t = ltrim(t);
+  auto src = take_uint(t);
+  take_until(t, ">");
+  if (!src || !take(t, '>')) return Match::damaged;
+  t = ltrim(t);
+  auto dst = take_uint(t);
+  if (!dst) return Match::damaged;
+  bool receive = contains(msg, "[receive]");
+  bool send = contains(msg, "[send]");
+  sv v = *via;
+  sv transport = take_until(v, "/");
+  take(v, '/');
+  auto netdev = take_uint(v);
+  if (!netdev) return Match::damaged;
+  int local = receive ? int(*dst) : send ? int(*src) : -1;
+  int peer = receive ? int(*src) : send ? int(*dst) : -1;
+  // One event per (process, rank, NET device, direction): channels repeat the same facts.
+  uint64_t key = std::hash<sv>{}(h.host.empty() ? p.host() : h.host);
+  for (int64_t part : {h.pid, int64_t(local), int64_t(*netdev), int64_t(receive)})
+    key = (key ^ uint64_t(part)) * 1099511628211ULL;
+  if (!p.seen_ids.insert(key).second) return Match::known;
+  Event& e = p.emit(Layer::nccl, Severity::debug, "nccl_channel", ComponentKind::nic, msg);
+  stamp(e, h);
+  e.keys.rank = local;
+  e.keys.peer = peer;
+  e.keys.channel = int(*ch);
+  e.set_attr("transport", std::string(transport));
+  e.set_attr("net_dev", std::to_string(*netdev));
+  return Match::known;
+}
+
+// "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/RoCE ... ; OOB ib0:10.0.0.1<0>"
+Match net_devices_line(LineParser& p, const NcclHeader& h, sv msg) {
+  std::string key = "dev:" + pid_key(h, p.host());
+  if (!p.seen.insert(key).second) return Match::known;
+  std::string devices;
+  sv t = msg;
+  size_t semi = t.find(';');
+  sv list = t.substr(0, semi);
+  size_t pos = 0;
+  while ((pos = list.find('[', pos)) != sv::npos) {
+    sv u = list.substr(pos + 1);
+    auto idx = take_uint(u);
+    if (idx && take(u, ']')) {
+      sv name = take_until(u, " ");
+      if (!devices.empty()) devices += ',';
+      devices += std::to_string(*idx) + "=" + std::string(name);
+    }
+    ++pos;
+  }
+  Event& e = p.emit(Layer::nccl, Severity::debug, "nccl_net_devices", ComponentKind::host, msg);
+  stamp(e, h);
+  e.set_attr("devices", devices);
+  if (semi != sv::npos) {
+    if (auto oob = after(t.substr(semi), "OOB ")) {
+      sv o = *oob;
+      sv iface = take_until(o, ":");
+      if (take(o, ':')) {
+        sv ip = take_until(o, "< ");
+        e.set_attr("oob_if", std::string(iface));
+        e.set_attr("oob_ip", names::canonical_ip(ip));
+      }
+    }
+  }
+  return Match::known;
+}
+
+// Async events: "NET/IB : mlx5_0:1 Got non-fatal async event: port error(1)", the old
+// "NET/IB : Got async event : port error", fatal events, GID table and speed changes.
+Match async_event(LineParser& p, const NcclHeader& h, sv msg) {
+  sv t = *after(msg, "NET/IB");
+  while (!t.empty() && (is_alpha(t[0]))) t.remove_prefix(1);  // NET/IBP vendor forks
+  t = ltrim(t);
+  take(t, ':');
+  t = ltrim(t);
+  std::string device, port;
+  sv save = t;
+  sv word = take_until(t, " ");
+  size_t colon = word.rfind(':');
+  if (colon != sv::npos && colon > 0 && colon + 1 < word.size() && is_digit(word[colon + 1])) {
+    device = std::string(word.substr(0, colon));
+    port = std::string(word.substr(colon + 1));
+  } else {
+    t = save;
+  }
+  std::string low = to_lower(msg);
+  sv kind = "ib_async_event";
+  Severity sev = Severity::warning;
+  if (contains(low, "fatal event") && !contains(low, "non-fatal")) {
+    kind = "ib_fatal_event";
+    sev = Severity::critical;
+  } else if (contains(low, "port error") || contains(low, "port_err")) {
+    kind = "ib_port_error";
+    sev = Severity::error;
+  } else if (contains(low, "port active") || contains(low, "port_active")) {
+    kind = "ib_port_active";
+    sev = Severity::info;
+  } else if (contains(low, "speed change")) {
+    kind = "ib_speed_change";
+  } else if (contains(low, "gid table") || contains(low, "lid change") || contains(low, "sm change") ||
+             contains(low, "pkey") || contains(low, "reregister")) {
+    kind = "ib_config_change";
+    sev = Severity::info;
+  }
+  Event& e = p.emit(Layer::nccl, sev, kind, ComponentKind::nic, msg);
+  stamp(e, h);
+  e.component.device = device;
+  e.component.port = port;
+  return Match::known;
+}
+
+Match warn_line(LineParser& p, const NcclHeader& h, sv msg) {
+  if (contains(msg, "Got completion from peer")) {
+    Event* e = nullptr;
+    size_t before = p.out().events.size();
+    if (!parse_ib_completion(p, msg, Layer::nccl)) return Match::damaged;
+    if (p.out().events.size() > before) e = &p.out().events.back();
+    if (e) stamp(*e, h);
+    return Match::known;
+  }
+  if (contains(msg, "NET/IB") && (contains(msg, "async") || contains(msg, "GID table") ||
+                                  contains(msg, "speed change")))
+    return async_event(p, h, msg);
+  if (contains(msg, "marked as failed")) {
+    Event& e = p.emit(Layer::nccl, Severity::error, "ib_device_failed", ComponentKind::nic, msg);
+    stamp(e, h);
+    if (auto d = int_after(msg, "Device ")) e.set_attr("net_dev", std::to_string(*d));
+    return Match::known;
+  }
+  if (contains(msg, "Call to ") || contains(msg, "Connection reset") || contains(msg, "Connection closed") ||
+      contains(msg, "Broken pipe") || contains(msg, "Connection refused")) {
+    Event& e = p.emit(Layer::nccl, Severity::error, "nccl_socket_error", ComponentKind::process, msg);
+    stamp(e, h);
+    if (auto from = token_after(msg, " from ", " ")) e.set_attr("peer_ip", names::canonical_ip(*from));
+    return Match::known;
+  }
+  if (contains(msg, "Failed to execute operation")) {
+    Event& e = p.emit(Layer::nccl, Severity::error, "nccl_proxy_error", ComponentKind::process, msg);
+    stamp(e, h);
+    if (auto r = int_after(msg, " from rank ")) e.keys.peer = int(*r);
+    return Match::known;
+  }
+  if (contains(msg, "Cuda failure") || contains(msg, "CUDA failure")) {
+    Event& e = p.emit(Layer::nccl, Severity::error, "cuda_error", ComponentKind::process, msg);
+    stamp(e, h);
+    if (auto what = token_after(msg, "'", "'")) e.set_attr("error", std::string(*what));
+    return Match::known;
+  }
+  bool benign = contains(msg, "plugin") || contains(msg, "Could not find") || contains(msg, "NCCL_");
+  Event& e = p.emit(Layer::nccl, benign ? Severity::info : Severity::warning,
+                    benign ? "nccl_config_warning" : "nccl_warning", ComponentKind::process, msg);
+  stamp(e, h);
+  return Match::known;
+}
+
+Match info_line(LineParser& p, const NcclHeader& h, sv msg) {
+  if (starts_with(msg, "Channel ")) return channel_line(p, h, msg);
+  sv end = trim(msg);
+  if (ends_with(end, "Init COMPLETE")) return init_line(p, h, msg, true);
+  if (ends_with(end, "Init START")) return init_line(p, h, msg, false);
+  if (!starts_with(msg, "NET/IB")) return Match::known;  // the many INFO lines with nothing to join on
+  if (starts_with(msg, "NET/IB : Using") || starts_with(msg, "NET/IB: Using")) return net_devices_line(p, h, msg);
+  if (contains(msg, "Got completion from peer")) return warn_line(p, h, msg);
+  if (contains(msg, "async")) return async_event(p, h, msg);
+  return Match::known;
+}
+
+}  // namespace
+
+bool parse_ib_completion(LineParser& p, sv text, Layer layer) {
+  auto rest = after(text, "Got completion from peer ");
+  if (!rest) return false;
+  sv t = ltrim(*rest);
+  sv peer = take_until(t, " ");
+  std::string ip = names::canonical_ip(peer);
+  if (ip.empty()) return false;
+  int64_t status = -1;
+  if (auto e = int_after(text, "with error ")) {
+    status = *e;
+  } else if (auto s = after(text, "status=")) {
+    sv u = *s;
+    if (auto v = take_uint(u)) {
+      status = *v;
+    } else {
+      take_until(u, "( ");
+      if (take(u, '(')) {
+        if (auto v2 = take_uint(u)) status = *v2;
+      }
+    }
+  }
+  if (status < 0) return false;
+  sv kind = status == 12   ? "retry_exceeded"
+            : status == 13 ? "rnr_retry_exceeded"
+            : status == 5  ? "ib_flush_error"
+                           : "ib_completion_error";
+  Event& e = p.emit(layer, status == 5 ? Severity::warning : Severity::error, kind,
+                    ComponentKind::nic, text);
+  e.set_attr("peer_ip", ip);
+  e.set_attr("status", std::to_string(status));
+  if (auto v = int_after(text, "vendor err ")) e.set_attr("vendor_err", std::to_string(*v));
+  else if (auto v2 = int_after(text, "vendor_err=")) e.set_attr("vendor_err", std::to_string(*v2));
+  if (auto hca = token_after(text, " hca ", " ,)\t")) {
+    e.component.device = std::string(*hca);
+    e.set_attr("hca", std::string(*hca));
+  }
+  if (auto g = token_after(text, "localGid ", " ")) e.set_attr("local_ip", names::canonical_ip(*g));
+  if (auto g = after(text, "remoteGids")) {
+    sv u = ltrim(*g);
+    e.set_attr("remote_ip", names::canonical_ip(take_until(u, " ")));
+  }
+  if (contains(text, "(Send)")) e.set_attr("req_type", "Send");
+  else if (contains(text, "(Recv)")) e.set_attr("req_type", "Recv");
+  else if (auto r = token_after(text, "req_type=", " ")) e.set_attr("req_type", std::string(*r));
+  return true;
+}
+
+Match recognise_nccl(LineParser& p, sv body) {
+  if ((p.triggers() & kTorch) && contains(body, "ProcessGroupNCCL")) return Match::none;  // PyTorch quoting NCCL
+  NcclHeader h;
+  if (!read_header(body, h) || (h.level == "version" && !starts_with(body, "NCCL version"))) {
+    // NCCL text without the NCCL marker: vendor forks ("NET/IBP:Got completion ...") and the
+    // wrapped wording-3 error once joined.
+    if (contains(body, "Got completion from peer") && !contains(body, "ProcessGroupNCCL")) {
+      if (!parse_ib_completion(p, body, Layer::nccl)) return Match::damaged;
+      return Match::known;
+    }
+    if (starts_with(body, "NET/IB") && contains(body, "async")) return async_event(p, h, body);
+    return Match::none;
+  }
+  if (h.level == "WARN" || h.level == "ERROR") return warn_line(p, h, h.msg);
+  if (h.level == "INFO") return info_line(p, h, h.msg);
+  return Match::known;  // TRACE, CALL, version
+}
+
+}  // namespace astral::monitor

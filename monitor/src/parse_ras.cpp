@@ -1,0 +1,185 @@
+// NCCL RAS (log-formats.md §3.6): the text status report (DEAD processes, MISMATCH outlier ranks,
+// missing ranks), the monitor-mode event lines, and the JSON status (>= 2.28.7).
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "line_parser.hpp"
+#include "names.hpp"
+#include "structured.hpp"
+#include "text.hpp"
+
+namespace astral::monitor {
+using namespace text;
+
+namespace {
+
+Event& node_event(LineParser& p, Severity s, sv kind, sv node, sv body) {
+  Event& e = p.emit(Layer::nccl, s, kind, ComponentKind::process, body);
+  e.set_attr("reported_by", std::string(p.host()));
+  e.host = names::canonical_host(node);
+  e.component.host = e.host;
+  if (!p.ras_comm.empty()) {
+    sv h = p.ras_comm;
+    if (auto v = take_hex(h)) e.keys.comm_hash = *v;
+  }
+  return e;
+}
+
+}  // namespace
+
+Match recognise_ras_text(LineParser& p, sv body) {
+  sv t = trim(body);
+  if (t == "Errors") { p.ras_section = 1; return Match::known; }
+  if (t == "Warnings") { p.ras_section = 2; return Match::known; }
+  if (t == "DEAD" || t == "INCOMPLETE" || t == "TIMEOUT" || t == "MISMATCH" || t == "NOCOMM") {
+    p.ras_status = std::string(t);
+    p.ras_comm.clear();
+    return Match::known;
+  }
+  if (t == "Job summary" || starts_with(t, "=====") || starts_with(t, "RAS Monitor Mode")) return Match::known;
+  if (starts_with(t, "#") && t.find('(') != sv::npos && t.find(')') != sv::npos) {  // "#0-0 (hash) MISMATCH"
+    sv u = t.substr(t.find('(') + 1);
+    p.ras_comm = std::string(take_until(u, ")"));
+    take(u, ')');
+    p.ras_status = std::string(trim(u));
+    return Match::known;
+  }
+  // "PEER_DEAD: Process 1524345 on node 172.16.64.245 managing GPU 1" (monitor mode)
+  if (starts_with(t, "PEER_")) {
+    sv event = take_until(t, ":");
+    auto pid = int_after(t, "Process ");
+    auto node = token_after(t, " on node ", " ");
+    if (!pid || !node) return Match::damaged;
+    bool dead = event == "PEER_DEAD" || event == "PEER_TIMEOUT_DEAD";
+    Event& e = node_event(p, dead ? Severity::critical : Severity::warning, dead ? "ras_peer_dead" : "ras_peer_event",
+                          *node, body);
+    e.set_attr("pid", std::to_string(*pid));
+    e.set_attr("ras_event", std::string(event));
+    if (auto gpu = int_after(t, "managing GPU ")) e.set_attr("cuda_dev", std::to_string(*gpu));
+    return Match::known;
+  }
+  // "Process 3487984 on node 172.16.64.213 managing GPU 5"
+  if (starts_with(t, "Process ") && contains(t, " on node ")) {
+    auto pid = int_after(t, "Process ");
+    auto node = token_after(t, " on node ", " ");
+    if (!pid || !node) return Match::damaged;
+    bool dead = p.ras_status == "DEAD";
+    Event& e = node_event(p, dead ? Severity::critical : Severity::warning,
+                          dead ? "ras_peer_dead" : "ras_missing_process", *node, body);
+    e.set_attr("pid", std::to_string(*pid));
+    if (auto gpu = int_after(t, "managing GPU ")) e.set_attr("cuda_dev", std::to_string(*gpu));
+    return Match::known;
+  }
+  // "Rank 0 -- GPU 0 managed by process 483072 on node 172.16.64.210"
+  if (starts_with(t, "Rank ") && contains(t, " managed by process ")) {
+    auto rank = int_after(t, "Rank ");
+    auto node = token_after(t, " on node ", " ");
+    if (!rank || !node) return Match::damaged;
+    bool mismatch = p.ras_status == "MISMATCH";
+    Event& e = node_event(p, mismatch ? Severity::warning : Severity::info,
+                          mismatch ? "ras_lagging_rank" : "ras_rank", *node, body);
+    e.keys.rank = int(*rank);
+    e.component.rank = int(*rank);
+    if (auto pid = int_after(t, " process ")) e.set_attr("pid", std::to_string(*pid));
+    if (auto gpu = int_after(t, "GPU ")) e.set_attr("cuda_dev", std::to_string(*gpu));
+    return Match::known;
+  }
+  // "The missing rank: 21" / "The missing ranks: 3, 5"
+  if (starts_with(t, "The missing rank")) {
+    sv u = t.substr(t.find(':') == sv::npos ? t.size() : t.find(':') + 1);
+    bool any = false;
+    while (true) {
+      u = ltrim(u);
+      auto r = take_uint(u);
+      if (!r) break;
+      Event& e = p.emit(Layer::nccl, Severity::warning, "ras_missing_rank", ComponentKind::process, body);
+      e.keys.rank = int(*r);
+      e.component.rank = int(*r);
+      if (!p.ras_comm.empty()) {
+        sv h = p.ras_comm;
+        if (auto v = take_hex(h)) e.keys.comm_hash = *v;
+      }
+      any = true;
+      take(u, ',');
+    }
+    return any ? Match::known : Match::damaged;
+  }
+  if (contains(t, "ranks have launched up to operation") || contains(t, "rank has launched up to operation") ||
+      starts_with(t, "Missing communicator data") || starts_with(t, "Communicator ranks have") ||
+      starts_with(t, "Encountered ") || contains(t, "considered dead"))
+    return Match::known;
+  return Match::none;
+}
+
+void parse_ras_json(std::string_view content, const ParseOptions& options, ParseResult& out) {
+  for_each_json_value(content, out.stats, [&](const nlohmann::json& j, uint32_t line) {
+    auto add = [&](Severity s, std::string kind, const nlohmann::json& r, uint64_t hash) {
+      Event& e = out.events.emplace_back();
+      e.layer = Layer::nccl;
+      e.severity = s;
+      e.kind = std::move(kind);
+      e.host = names::canonical_host(r.value("host", std::string(options.default_host)));
+      e.component = {ComponentKind::process, e.host, "", "", "", r.value("rank", -1)};
+      e.keys.rank = r.value("rank", -1);
+      if (hash) e.keys.comm_hash = hash;
+      if (r.contains("pid")) e.set_attr("pid", std::to_string(r.value("pid", 0)));
+      if (r.contains("cuda_dev")) e.set_attr("cuda_dev", std::to_string(r.value("cuda_dev", 0)));
+      e.set_attr("reported_by", options.default_host);
+      e.message = r.dump();
+      e.file = options.file_index;
+      e.line = line;
+      if (auto t = j.find("timestamp"); t != j.end() && t->is_string()) {
+        if (auto v = parse_rfc3339(t->get<std::string>())) {
+          e.time_us = *v;
+          e.time_confidence_s = 1;
+        }
+      }
+    };
+    if (j.contains("event") && j.contains("peer")) {  // monitor mode
+      std::string ev = j.value("event", "");
+      nlohmann::json peer = j["peer"];
+      bool dead = ev == "PEER_DEAD" || ev == "PEER_TIMEOUT_DEAD";
+      add(dead ? Severity::critical : Severity::warning, dead ? "ras_peer_dead" : "ras_peer_event", peer, 0);
+      return;
+    }
+    auto comms = j.find("communicators");
+    if (comms == j.end() || !comms->is_array()) return;
+    for (const auto& c : *comms) {
+      uint64_t hash = 0;
+      if (c.contains("hash") && c["hash"].is_string()) {
+        std::string h = c["hash"];
+        sv hv = h;
+        if (auto v = take_hex(hv)) hash = *v;
+      }
+      if (auto m = c.find("missing_ranks"); m != c.end() && m->is_array())
+        for (const auto& r : *m) {
+          bool dead = r.contains("status") && r["status"].value("considered_dead", false);
+          add(dead ? Severity::critical : Severity::warning, dead ? "ras_peer_dead" : "ras_missing_rank", r, hash);
+        }
+      // Outliers: ranks whose total collective count is below the majority's.
+      std::map<int64_t, std::vector<const nlohmann::json*>> by_count;
+      if (auto rs = c.find("ranks"); rs != c.end() && rs->is_array())
+        for (const auto& r : *rs) {
+          int64_t total = 0;
+          if (auto cc = r.find("collective_counts"); cc != r.end() && cc->is_object())
+            for (auto& [k, v] : cc->items())
+              if (v.is_number_integer()) total += v.get<int64_t>();
+          by_count[total].push_back(&r);
+        }
+      if (by_count.size() >= 2) {
+        size_t majority = 0;
+        int64_t majority_count = 0;
+        for (auto& [count, rs] : by_count)
+          if (rs.size() > majority) majority = rs.size(), majority_count = count;
+        for (auto& [count, rs] : by_count)
+          if (count < majority_count)
+            for (const auto* r : rs) add(Severity::warning, "ras_lagging_rank", *r, hash);
+      }
+    }
+  });
+}
+
+}  // namespace astral::monitor

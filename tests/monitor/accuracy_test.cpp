@@ -1,0 +1,66 @@
+// Accuracy on generated incidents (issue 7): top-1 root cause >= 97 % over the fault kinds, and a
+// root cause claimed on <= 2 % of fault-free bundles. Small jobs keep CI cheap; the large run is
+// bench_monitor.
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "astral/monitor/bundle.hpp"
+#include "astral/monitor/diagnose.hpp"
+#include "astral/monitor/simulate.hpp"
+#include "monitor_test_util.hpp"
+
+using namespace astral::monitor;
+using namespace astral::monitor::testing;
+
+TEST_CASE("Accuracy on 220 generated scenarios across all fault kinds") {
+  const FabricGraph fabric = make_rail_fabric(24, 8, 8, 2);
+  TempDir dir;
+  const int per_kind = 22;
+  int faults = 0, correct = 0, healthy = 0, false_claims = 0;
+  std::map<std::string, std::pair<int, int>> by_kind;  // kind -> (correct, total)
+  std::vector<std::string> misses;
+  for (FaultKind kind : all_fault_kinds()) {
+    for (int i = 0; i < per_kind; ++i) {
+      SimulateOptions o;
+      o.fault = kind;
+      o.ranks = i % 2 ? 24 : 16;
+      o.seed = uint64_t(7000 + i);
+      const std::string name = std::string(to_string(kind)) + "-" + std::to_string(i);
+      GroundTruth truth = simulate(fabric, o, dir / name);
+      BundleOptions bo;
+      bo.jobs = 1;
+      Bundle b = load_bundle(dir / name, bo);
+      Diagnosis d = diagnose(b);
+      auto& k = by_kind[std::string(to_string(kind))];
+      ++k.second;
+      if (kind == FaultKind::none) {
+        ++healthy;
+        if (!d.root_causes.empty()) {
+          ++false_claims;
+          misses.push_back(name + ": claimed " + d.root_causes[0].summary);
+        } else {
+          ++k.first;
+        }
+      } else {
+        ++faults;
+        if (!d.root_causes.empty() && matches(d.root_causes[0], truth)) {
+          ++correct, ++k.first;
+        } else {
+          misses.push_back(name + ": expected " + truth.description + ", got " +
+                           (d.root_causes.empty() ? std::string("nothing") : d.root_causes[0].summary));
+        }
+      }
+    }
+  }
+  for (auto& [kind, ck] : by_kind) std::printf("accuracy %-14s %2d/%2d\n", kind.c_str(), ck.first, ck.second);
+  std::printf("top-1 %d/%d (%.1f %%), false claims %d/%d\n", correct, faults, 100.0 * correct / faults, false_claims,
+              healthy);
+  for (const auto& m : misses) std::printf("  miss %s\n", m.c_str());
+  CHECK(faults + healthy >= 200);
+  CHECK(double(correct) >= 0.97 * faults);
+  CHECK(double(false_claims) <= 0.02 * healthy);
+}

@@ -1,0 +1,12 @@
+# Monitor suite extras: the CLI for end-to-end tests, libFuzzer targets on the parsers.
+if(TARGET test_monitor)
+  add_dependencies(test_monitor astral)
+  target_compile_definitions(test_monitor PRIVATE ASTRAL_CLI="$<TARGET_FILE:astral>")
+endif()
+set(_monitor_fixtures ${ASTRAL_FIXTURES_DIR}/astral/monitor)
+astral_add_fuzz_target(monitor_lines SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_lines.cpp
+                       DEPS astral::monitor CORPUS ${_monitor_fixtures}/verbatim)
+astral_add_fuzz_target(monitor_structured SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_structured.cpp
+                       DEPS astral::monitor CORPUS ${_monitor_fixtures}/fuzz-structured)
+astral_add_fuzz_target(monitor_fabric SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_fabric.cpp
+                       DEPS astral::monitor CORPUS ${_monitor_fixtures}/fuzz-fabric)
