@@ -3,12 +3,13 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include "text_util.hpp"
 
 namespace astral::facility::detail {
 
-namespace {
+using namespace text;  // contains
 
-bool contains(const std::string& s, const char* p) { return s.find(p) != std::string::npos; }
+namespace {
 
 }  // namespace
 

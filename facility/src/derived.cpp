@@ -7,8 +7,11 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include "text_util.hpp"
 
 namespace astral::facility {
+
+using namespace text;  // trim, lower, starts_with, ends_with, contains
 
 double liquid_heat_watts(double flow_lpm, double delta_t_k, double density, double specific_heat) {
   double cubic_meters_per_second = flow_lpm / 60000.0;
@@ -112,8 +115,6 @@ struct Index {
     return it == e->second.end() ? nullptr : it->second;
   }
 };
-
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
 void physics_checks(Snapshot& snap, const Index& idx, const DeriveConfig& cfg, Derived& d) {
   double tol = cfg.tolerance;

@@ -8,8 +8,11 @@
 #include <mutex>
 
 #include <fmt/format.h>
+#include "text_util.hpp"
 
 namespace astral::facility::detail {
+
+using namespace text;  // trim, lower, starts_with, ends_with, contains
 
 namespace {
 
@@ -33,13 +36,6 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   }
   t->result->body.append(data, bytes);
   return bytes;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  std::size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
 }
 
 std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {

@@ -21,8 +21,11 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include "text_util.hpp"
 
 namespace astral::facility {
+
+using namespace text;  // trim, lower, starts_with, ends_with, contains
 
 namespace {
 
@@ -118,17 +121,6 @@ class Stream {
   std::string buf_;
   std::size_t pos_ = 0;
 };
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
-std::string trim(const std::string& s) {
-  auto b = s.find_first_not_of(" \t");
-  auto e = s.find_last_not_of(" \t\r");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-}
 
 // The status line and headers; the body is written after them (it can be megabytes).
 std::string render_head(const HttpResponse& r, bool keep_alive) {

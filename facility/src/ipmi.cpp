@@ -8,16 +8,13 @@
 
 #include "astral/facility/local.hpp"
 #include "process.hpp"
+#include "text_util.hpp"
 
 namespace astral::facility {
 
-namespace {
+using namespace text;  // trim, lower, starts_with, ends_with, contains
 
-std::string trim(const std::string& s) {
-  auto b = s.find_first_not_of(" \t\r\n");
-  auto e = s.find_last_not_of(" \t\r\n");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-}
+namespace {
 
 std::optional<double> number_after(const std::string& text, const std::regex& re) {
   std::smatch m;
@@ -58,7 +55,7 @@ std::optional<DcmiPowerReading> parse_dcmi_power_reading(const std::string& text
   r.average_w = number_after(text, kAvg).value_or(0);
   r.sampling_period_s = number_after(text, kPeriod).value_or(0);
   std::smatch stamp;
-  if (std::regex_search(text, stamp, kStamp)) r.timestamp = trim(stamp[1]);
+  if (std::regex_search(text, stamp, kStamp)) r.timestamp = trim(stamp[1].str());
   return r;
 }
 

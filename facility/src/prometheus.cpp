@@ -5,8 +5,11 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include "text_util.hpp"
 
 namespace astral::facility {
+
+using namespace text;  // trim, lower, starts_with, ends_with, contains
 
 namespace {
 
@@ -18,10 +21,6 @@ std::string sanitize(const std::string& s) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) c = '_';
   if (!out.empty() && std::isdigit(static_cast<unsigned char>(out[0]))) out.insert(out.begin(), '_');
   return out;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 const char* help_for(const std::string& quantity) {

@@ -7,19 +7,13 @@
 #include <cstdlib>
 
 #include <fmt/format.h>
+#include "text_util.hpp"
 
 namespace astral::facility::detail {
 
+using namespace text;  // trim, lower, starts_with, ends_with, contains
+
 namespace {
-
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return std::tolower(c); });
-  return r;
-}
 
 // Sensor.ReadingType -> (quantity, unit, scale to base unit, counter). facility-formats.md §1.2.
 struct ReadingTypeInfo {

@@ -6,16 +6,15 @@
 #include <fmt/format.h>
 
 #include "redfish_walk.hpp"
+#include "text_util.hpp"
 
 namespace astral::facility::detail {
+
+using namespace text;  // trim, lower, starts_with, ends_with, contains
 
 namespace {
 
 std::string label(const Target& t) { return t.name.empty() ? t.entity : t.name; }
-
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
 
 }  // namespace
 

@@ -14,7 +14,7 @@ constexpr std::array<std::string_view, 7> kLayers = {"facility", "bmc",     "swi
                                                      "nccl",     "pytorch", "astral"};
 constexpr std::array<std::string_view, 5> kSeverities = {"debug", "info", "warning", "error",
                                                          "critical"};
-constexpr std::array<std::string_view, 16> kKinds = {
+constexpr std::array<std::string_view, 16> kComponentKindNames = {
     "",        "gpu",    "nic", "port", "link",      "switch_port", "optic", "switch",
     "host",    "process", "psu", "pdu",  "rectifier", "cdu",         "pump",  "rack"};
 
@@ -28,7 +28,7 @@ std::optional<E> lookup(const std::array<std::string_view, N>& names, std::strin
 
 std::string_view to_string(Layer l) { return kLayers[size_t(l)]; }
 std::string_view to_string(Severity s) { return kSeverities[size_t(s)]; }
-std::string_view to_string(ComponentKind k) { return kKinds[size_t(k)]; }
+std::string_view to_string(ComponentKind k) { return kComponentKindNames[size_t(k)]; }
 std::optional<Layer> parse_layer(std::string_view s) { return lookup<Layer>(kLayers, s); }
 std::optional<Severity> parse_severity(std::string_view s) {
   if (s == "warn") return Severity::warning;
@@ -36,7 +36,7 @@ std::optional<Severity> parse_severity(std::string_view s) {
   return lookup<Severity>(kSeverities, s);
 }
 std::optional<ComponentKind> parse_component_kind(std::string_view s) {
-  return lookup<ComponentKind>(kKinds, s);
+  return lookup<ComponentKind>(kComponentKindNames, s);
 }
 
 std::string_view Event::attr(std::string_view key) const {

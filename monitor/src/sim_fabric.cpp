@@ -16,7 +16,7 @@ struct KindName {
   FaultKind kind;
   std::string_view name;
 };
-constexpr KindName kKinds[] = {{FaultKind::none, "none"},           {FaultKind::nic_down, "nic-down"},
+constexpr KindName kFaultKindNames[] = {{FaultKind::none, "none"},           {FaultKind::nic_down, "nic-down"},
                                {FaultKind::link_flap, "link-flap"}, {FaultKind::optic_ber, "optic-ber"},
                                {FaultKind::gpu_xid79, "gpu-xid79"}, {FaultKind::gpu_ecc, "gpu-ecc"},
                                {FaultKind::gpu_straggler, "gpu-straggler"}, {FaultKind::pcie_aer, "pcie-aer"},
@@ -24,13 +24,13 @@ constexpr KindName kKinds[] = {{FaultKind::none, "none"},           {FaultKind::
 }  // namespace
 
 std::string_view to_string(FaultKind k) {
-  for (const auto& kn : kKinds)
+  for (const auto& kn : kFaultKindNames)
     if (kn.kind == k) return kn.name;
   return "none";
 }
 
 std::optional<FaultKind> parse_fault_kind(std::string_view s) {
-  for (const auto& kn : kKinds)
+  for (const auto& kn : kFaultKindNames)
     if (kn.name == s) return kn.kind;
   return std::nullopt;
 }
@@ -38,7 +38,7 @@ std::optional<FaultKind> parse_fault_kind(std::string_view s) {
 const std::vector<FaultKind>& all_fault_kinds() {
   static const std::vector<FaultKind> all = [] {
     std::vector<FaultKind> v;
-    for (const auto& kn : kKinds) v.push_back(kn.kind);
+    for (const auto& kn : kFaultKindNames) v.push_back(kn.kind);
     return v;
   }();
   return all;

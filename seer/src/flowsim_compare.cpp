@@ -7,7 +7,7 @@
 
 namespace astral::seer {
 
-Comparison compare_fabrics(int gpus, const topo::GenerateOptions& fabric, const FlowSimOptions& sim,
+FabricComparison compare_fabrics(int gpus, const topo::GenerateOptions& fabric, const FlowSimOptions& sim,
                            const Progress& progress) {
   struct Spec {
     topo::FabricKind kind;
@@ -17,7 +17,7 @@ Comparison compare_fabrics(int gpus, const topo::GenerateOptions& fabric, const 
                         {topo::FabricKind::kFatTree, "same-rail"},
                         {topo::FabricKind::kSameRailT2, "same-rail"},
                         {topo::FabricKind::kSameRailT2, "same-rail-pinned"}};
-  Comparison c;
+  FabricComparison c;
   c.gpus = gpus;
   for (int k = 0; k < 2; ++k) {
     topo::GenerateOptions g = fabric;
@@ -45,7 +45,7 @@ Comparison compare_fabrics(int gpus, const topo::GenerateOptions& fabric, const 
   return c;
 }
 
-nlohmann::json to_json(const Comparison& c) {
+nlohmann::json to_json(const FabricComparison& c) {
   nlohmann::json j;
   j["gpus"] = c.gpus;
   j["gain"] = c.gain;
@@ -64,7 +64,7 @@ nlohmann::json to_json(const Comparison& c) {
   return j;
 }
 
-std::string format_comparisons(const std::vector<Comparison>& all) {
+std::string format_comparisons(const std::vector<FabricComparison>& all) {
   std::string out;
   if (all.empty()) return out;
   const FlowSimResult& first = all[0].rows[0].result;
@@ -74,7 +74,7 @@ std::string format_comparisons(const std::vector<Comparison>& all) {
                      first.trials > 1 ? fmt::format(", mean of {} trials", first.trials) : "");
   out += fmt::format("{:>6}  {:<14} {:<17} {:>5} {:>8} {:>8} {:>10} {:>8}\n", "GPUs", "fabric",
                      "routing", "tiers", "switches", "optics", "efficiency", "busbw");
-  for (const Comparison& c : all) {
+  for (const FabricComparison& c : all) {
     for (const CompareRow& row : c.rows) {
       int switches = 0;
       for (const auto& t : row.summary.tiers) switches += t.switches;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "astral/topo/fabric.hpp"
 #include "bundled_table.hpp"
 
 namespace astral::seer {
@@ -90,7 +91,16 @@ TrainConfig load_config(const std::string& name_or_path) {
 
 Network load_network(const std::string& name_or_path, const HardwareSpec& hw) {
   auto j = load_json("networks", name_or_path);
-  return with_origin(name_or_path, [&] { return network_from_json(j, hw); });
+  return with_origin(name_or_path, [&] {
+    if (j.is_object() && j.value("format", "") == topo::kFabricFormat) {
+      try {
+        return network_from_fabric(topo::fabric_from_json(j), hw);
+      } catch (const topo::FabricError& e) {
+        throw SpecError(e.what());
+      }
+    }
+    return network_from_json(j, hw);
+  });
 }
 
 }  // namespace astral::seer

@@ -9,11 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "json_fields.hpp"
+#include "units.hpp"
 
 namespace astral::seer {
 namespace {
-
-constexpr double kGB = 1e9;
 
 // Share of link bandwidth that carries payload: LL sends 8-byte lines with 4 data bytes and NCCL
 // caps it further (x 1/4 of Simple across nodes in tuning.cc); LL128 uses 120 of 128 bytes.

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "units.hpp"
+
 namespace astral::seer {
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string seconds(double s) {
   if (s >= 1) return fmt::format("{:.3f} s", s);

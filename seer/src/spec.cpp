@@ -6,12 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "json_fields.hpp"
+#include "units.hpp"
 
 namespace astral::seer {
 namespace {
 
-constexpr double kGB = 1e9;
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr const char* kDTypeNames[kDTypeCount] = {"fp32", "tf32", "bf16", "fp16", "fp8"};
 
 }  // namespace

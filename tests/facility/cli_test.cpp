@@ -25,15 +25,6 @@ using json = nlohmann::json;
 
 extern char** environ;
 
-namespace {
-
-std::string slurp(const std::string& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-}  // namespace
-
 TEST_CASE("facility read --mockup: a report with cooling balance and the failed pump (exit 1)") {
   auto r = run_process({ASTRAL_CLI, "facility", "read", "--mockup", mockup_dir("public-cooling-unit")}, 60);
   CHECK(r.exit_code == 1);  // a critical alarm

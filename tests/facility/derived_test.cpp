@@ -28,10 +28,6 @@ Sample sample(const std::string& host, EntityKind kind, const std::string& entit
   return s;
 }
 
-bool has_finding(const Snapshot& s, const std::string& check) {
-  return std::any_of(s.findings.begin(), s.findings.end(), [&](const Finding& f) { return f.check == check; });
-}
-
 const CoolingFigures* cooling(const Derived& d, const std::string& entity) {
   for (const auto& c : d.cooling)
     if (c.entity == entity) return &c;

@@ -22,19 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string ipmitool_fixture(const std::string& name) {
   return astral::test::fixture("astral/facility/ipmitool/" + name);
-}
-
-bool has_alarm(const Snapshot& s, const std::string& type, const std::string& entity) {
-  return std::any_of(s.alarms.begin(), s.alarms.end(), [&](const Alarm& a) { return a.type == type && a.entity == entity; });
 }
 
 struct FakeSys {

@@ -43,12 +43,6 @@ const Sample* find(const Snapshot& s, const std::string& entity, const std::stri
   return s.find("", entity, quantity);
 }
 
-bool has_finding(const Snapshot& s, const std::string& check, const std::string& text = "") {
-  return std::any_of(s.findings.begin(), s.findings.end(), [&](const Finding& f) {
-    return f.check == check && f.message.find(text) != std::string::npos;
-  });
-}
-
 }  // namespace
 
 TEST_CASE("reads the liquid-cooled server mockup over HTTP, using $expand for collections") {

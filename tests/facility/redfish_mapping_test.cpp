@@ -22,18 +22,6 @@ double value(const Snapshot& s, const std::string& entity, const std::string& qu
   return x->value;
 }
 
-bool has_alarm(const Snapshot& s, const std::string& type, const std::string& entity, Severity severity) {
-  return std::any_of(s.alarms.begin(), s.alarms.end(), [&](const Alarm& a) {
-    return a.type == type && a.entity == entity && a.severity == severity;
-  });
-}
-
-bool has_finding(const Snapshot& s, const std::string& check, const std::string& text = "") {
-  return std::any_of(s.findings.begin(), s.findings.end(), [&](const Finding& f) {
-    return f.check == check && f.message.find(text) != std::string::npos;
-  });
-}
-
 }  // namespace
 
 TEST_CASE("CDU mockup: loops, pumps, coolant, leak detection and the failed pump") {

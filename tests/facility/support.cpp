@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -68,6 +69,24 @@ const TestPki& test_pki() {
     pki = TestPki{d + "/ca.crt", d + "/localhost.crt", d + "/localhost.key", d + "/elsewhere.crt", d + "/elsewhere.key"};
   });
   return pki;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+bool has_finding(const Snapshot& s, const std::string& check, const std::string& text) {
+  return std::any_of(s.findings.begin(), s.findings.end(), [&](const Finding& f) {
+    return f.check == check && f.message.find(text) != std::string::npos;
+  });
+}
+
+bool has_alarm(const Snapshot& s, const std::string& type, const std::string& entity,
+               std::optional<Severity> severity) {
+  return std::any_of(s.alarms.begin(), s.alarms.end(), [&](const Alarm& a) {
+    return a.type == type && a.entity == entity && (!severity || a.severity == *severity);
+  });
 }
 
 std::string mockup_dir(const std::string& name) { return astral::test::fixture("redfish/" + name); }

@@ -7,11 +7,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "astral/facility/http_server.hpp"
 #include "astral/facility/mockup.hpp"
+#include "astral/facility/sample.hpp"
 
 namespace astral::facility::test {
 
@@ -32,6 +34,14 @@ struct TestPki {
   std::string wrong_host_cert, wrong_host_key;
 };
 const TestPki& test_pki();
+
+// The whole file (empty when it cannot be read: the assertion that follows says what was expected).
+std::string slurp(const std::string& path);
+// Whether the snapshot has a finding of `check` whose message contains `text`.
+bool has_finding(const Snapshot& s, const std::string& check, const std::string& text = "");
+// Whether the snapshot has an alarm of `type` on `entity` (of `severity` when given).
+bool has_alarm(const Snapshot& s, const std::string& type, const std::string& entity,
+               std::optional<Severity> severity = std::nullopt);
 
 std::string mockup_dir(const std::string& name);  // tests/fixtures/redfish/<name>
 std::string quirky_dir();                          // tests/fixtures/astral/facility/quirky-bmc

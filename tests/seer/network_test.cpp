@@ -6,6 +6,9 @@
 
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/network.hpp"
+#include "astral/topo/fabric_generate.hpp"
+
+#include <fstream>
 
 using namespace astral::seer;
 
@@ -122,4 +125,56 @@ TEST_CASE("seer network JSON is checked and round-trips") {
   j = to_json(n);
   j.erase("tiers");
   CHECK_THROWS_WITH(network_from_json(j, hw), Catch::Contains("network.tiers"));
+}
+
+TEST_CASE("seer network from a generated fabric: tiers, rails and oversubscription") {
+  using astral::topo::FabricKind;
+  using astral::topo::GenerateOptions;
+  HardwareSpec hw = load_hardware("h100-sxm");
+  GenerateOptions o;
+  o.kind = FabricKind::kSameRailT2;
+  o.gpus = 1024;
+  o.radix = 64;
+  Network same_rail = network_from_fabric(astral::topo::generate_fabric(o), hw);
+  CHECK(same_rail.hosts == 128);
+  CHECK(same_rail.gpus_per_host == 8);
+  CHECK(same_rail.rails == 8);
+  CHECK(same_rail.nic_bandwidth == Approx(50e9));
+  REQUIRE(same_rail.tiers.size() >= 2);
+  CHECK(same_rail.tiers[0].rail_local);
+  CHECK(same_rail.tiers[0].hosts < same_rail.hosts);  // a leaf serves one segment
+  CHECK(same_rail.tiers[1].rail_local);               // the same-rail spine
+  CHECK(same_rail.tiers.back().hosts >= same_rail.hosts);
+
+  o.kind = FabricKind::kFatTree;
+  o.oversubscription = 2;
+  Network fat = network_from_fabric(astral::topo::generate_fabric(o), hw);
+  CHECK(fat.tiers[0].oversubscription == Approx(2).margin(0.3));
+  bool shared_tier = false;
+  for (const Tier& t : fat.tiers) shared_tier = shared_tier || !t.rail_local;
+  CHECK(shared_tier);  // a fat tree's spine joins rails
+  // The same all-to-all costs more on the oversubscribed fat tree.
+  Group g = group_of(1024, 1, 8);
+  CHECK(CollectiveModel(fat, g).best(Collective::kAllToAll, 1e9).seconds >
+        CollectiveModel(same_rail, g).best(Collective::kAllToAll, 1e9).seconds);
+}
+
+TEST_CASE("seer loads a fabric JSON as a network, and names the file when it is broken") {
+  HardwareSpec hw = load_hardware("h100-sxm");
+  astral::topo::GenerateOptions o;
+  o.gpus = 256;
+  o.radix = 64;
+  std::string path = "seer-network-fabric.json";
+  astral::topo::save_fabric(astral::topo::generate_fabric(o), path);
+  Network n = load_network(path, hw);
+  CHECK(n.hosts == 32);
+  {
+    std::ofstream(path) << R"({"format": "astral-fabric", "version": 1, "hosts": []})";
+  }
+  try {
+    load_network(path, hw);
+    FAIL("a broken fabric loaded");
+  } catch (const SpecError& e) {
+    CHECK(std::string(e.what()).find(path) != std::string::npos);
+  }
 }

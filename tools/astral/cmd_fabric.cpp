@@ -24,12 +24,6 @@ using nlohmann::json;
 void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 void progress_line(const std::string& message) { std::fprintf(stderr, "astral fabric: %s\n", message.c_str()); }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  if (!out || !(out << text) || !out.flush())
-    throw UsageError(fmt::format("{}: cannot write the file; check the directory exists and is writable", path));
-}
-
 // "64MiB", "1.5GiB", "512KB", "1e9" -> bytes.
 double parse_bytes(const std::string& text) {
   static const std::pair<const char*, double> units[] = {
@@ -315,7 +309,7 @@ void add_sim(CLI::App* fabric, Outcome& outcome) {
       throw UsageError(e.what());
     }
     if (!f.plot.empty())
-      write_file(f.plot, seer::svg_load_cdf(r.load_factors, fmt::format("{} on {} ({})", r.pattern, r.fabric, r.routing)));
+      cli::write_text_file(f.plot, seer::svg_load_cdf(r.load_factors, fmt::format("{} on {} ({})", r.pattern, r.fabric, r.routing)));
     print(f.json ? seer::to_json(r).dump(2) + "\n" : seer::format_result(r));
     if (r.unroutable > 0) outcome.exit_code = kChecksFailed;
   });
@@ -341,7 +335,7 @@ void add_compare(CLI::App* fabric, Outcome&) {
   app->callback([] {
     seer::FlowSimOptions o = f.sim.resolve();
     o.goodput_limit = std::min<size_t>(o.goodput_limit, 0);  // compare reports completion only
-    std::vector<seer::Comparison> all;
+    std::vector<seer::FabricComparison> all;
     for (int gpus : f.gpus) {
       try {
         all.push_back(seer::compare_fabrics(gpus, f.gen.o, o, f.quiet ? seer::Progress{} : seer::Progress{progress_line}));
@@ -361,7 +355,7 @@ void add_compare(CLI::App* fabric, Outcome&) {
           series[i].values.push_back(c.rows[i].result.efficiency);
         }
       }
-      write_file(f.plot, seer::svg_bar_chart(fmt::format("{} efficiency (achieved / ideal)", all[0].rows[0].result.pattern),
+      cli::write_text_file(f.plot, seer::svg_bar_chart(fmt::format("{} efficiency (achieved / ideal)", all[0].rows[0].result.pattern),
                                              "efficiency", groups, series, 1.0));
     }
     if (f.json) {

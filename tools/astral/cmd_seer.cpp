@@ -96,24 +96,9 @@ Network network_of(const Common& c, const HardwareSpec& hw) {
   return n;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw cli::UsageError(fmt::format("{}: cannot be written", path));
-  out << text;
-  if (!out.flush()) throw cli::UsageError(fmt::format("{}: write failed", path));
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw cli::UsageError(fmt::format("{}: cannot be read", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 json read_json_file(const std::string& path) {
   try {
-    return json::parse(read_file(path));
+    return json::parse(cli::read_text_file(path));
   } catch (const json::parse_error& e) {
     throw cli::UsageError(fmt::format("{}: not valid JSON ({})", path, e.what()));
   }
@@ -160,7 +145,7 @@ void register_seer(CLI::App& root, cli::Outcome& outcome) {
         json meta = {{"seer", {{"model", model.name}, {"hardware", hw.name}, {"gpus", pc.gpus},
                                {"step_time_s", p.step_time}, {"tp", config.tp}, {"pp", config.pp},
                                {"dp", config.dp}, {"config", to_json(config)}}}};
-        write_file(timeline, chrome_trace(events, meta).dump());
+        cli::write_text_file(timeline, chrome_trace(events, meta).dump());
       }
       if (pc.json) {
         json j = to_json(p);
@@ -258,9 +243,9 @@ void register_seer(CLI::App& root, cli::Outcome& outcome) {
   cal->callback([] {
     guarded([&] {
       HardwareSpec hw = load_hardware(cal_hw);
-      auto ops = parse_operator_csv(read_file(cal_ops), cal_ops);
+      auto ops = parse_operator_csv(cli::read_text_file(cal_ops), cal_ops);
       CalibrationResult r = calibrate(hw, ops);
-      if (!cal_out.empty()) write_file(cal_out, to_json(r.calibrated).dump(2) + "\n");
+      if (!cal_out.empty()) cli::write_text_file(cal_out, to_json(r.calibrated).dump(2) + "\n");
       if (cal_json) {
         json rows = json::array();
         for (const auto& x : r.rows)

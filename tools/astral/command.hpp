@@ -21,6 +21,10 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Whole-file output and input for commands; failures throw UsageError naming the path.
+void write_text_file(const std::string& path, const std::string& text);
+std::string read_text_file(const std::string& path);
+
 using RegisterFn = void (*)(CLI::App& root, Outcome& outcome);
 bool register_group(const char* name, RegisterFn fn);
 

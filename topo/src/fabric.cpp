@@ -7,9 +7,13 @@
 #include <charconv>
 #include <map>
 #include <set>
+#include "fabric_detail.hpp"
 
 namespace astral::topo {
 namespace {
+
+using detail::fail;
+using detail::parse_int;
 
 constexpr int kMaxLanes = 8;
 constexpr int kMaxRadix = 4096;
@@ -21,14 +25,6 @@ std::uint64_t host_key(int host, int nic, int port) {
 std::uint64_t switch_key(int sw, int port, int lane) {
   return (std::uint64_t{1} << 62) | (std::uint64_t(sw) << 24) | (std::uint64_t(port) << 8) |
          std::uint64_t(lane);
-}
-
-[[noreturn]] void fail(const std::string& message) { throw FabricError(message); }
-
-bool parse_int(std::string_view text, int& out) {
-  if (text.empty()) return false;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && ptr == text.data() + text.size();
 }
 
 std::vector<std::string_view> split(std::string_view text, char sep) {

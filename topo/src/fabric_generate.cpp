@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include "fabric_detail.hpp"
 
 namespace astral::topo {
 namespace {
 
-[[noreturn]] void fail(const std::string& message) { throw FabricError(message); }
+using detail::fail;
+using detail::parse_int;
 
 // Splits a switch's ports into (down, up) with down/up <= oversubscription.
 std::pair<int, int> split_ports(int radix, double oversubscription) {

@@ -8,13 +8,15 @@
 #include <unordered_map>
 
 #include "astral/topo/fabric.hpp"
+#include "fabric_detail.hpp"
 
 namespace astral::topo {
 namespace {
 
-using nlohmann::json;
+using detail::fail;
+using detail::parse_int;
 
-[[noreturn]] void fail(const std::string& message) { throw FabricError(message); }
+using nlohmann::json;
 
 template <typename T>
 T field(const json& obj, const char* key, const std::string& where) {
@@ -31,12 +33,6 @@ template <typename T>
 T field_or(const json& obj, const char* key, T fallback, const std::string& where) {
   if (!obj.contains(key)) return fallback;
   return field<T>(obj, key, where);
-}
-
-bool parse_int(std::string_view text, int& out) {
-  if (text.empty()) return false;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && ptr == text.data() + text.size();
 }
 
 // Resolves "host:nic:port" and "switch:port[/lane]" while the Fabric does not exist yet.

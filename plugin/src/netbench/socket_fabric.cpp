@@ -20,7 +20,7 @@
 namespace astral::plugin::netbench {
 namespace {
 
-[[noreturn]] void fail(const std::string& what) {
+[[noreturn]] void fail_errno(const std::string& what) {
   throw std::runtime_error(fmt::format("netbench: sockets baseline: {}: {}", what,
                                        std::strerror(errno)));
 }
@@ -30,7 +30,7 @@ void send_all(int fd, const void* data, size_t size) {
   while (size > 0) {
     ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail("send");
+    if (n <= 0) fail_errno("send");
     p += n;
     size -= static_cast<size_t>(n);
   }
@@ -43,9 +43,9 @@ void recv_all(int fd, void* data, size_t size) {
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) {
       errno = ECONNRESET;
-      fail("peer closed");
+      fail_errno("peer closed");
     }
-    if (n < 0) fail("recv");
+    if (n < 0) fail_errno("recv");
     p += n;
     size -= static_cast<size_t>(n);
   }
@@ -61,12 +61,12 @@ class SocketFabric final : public Fabric {
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
     addrinfo* ai = nullptr;
-    if (::getaddrinfo(address.c_str(), "0", &hints, &ai) != 0) fail("address " + address);
+    if (::getaddrinfo(address.c_str(), "0", &hints, &ai) != 0) fail_errno("address " + address);
     int listener = ::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (listener < 0 || ::bind(listener, ai->ai_addr, ai->ai_addrlen) != 0 ||
         ::listen(listener, 1024) != 0) {
       ::freeaddrinfo(ai);
-      fail("listen on " + address);
+      fail_errno("listen on " + address);
     }
     ::freeaddrinfo(ai);
     sockaddr_storage bound{};
@@ -79,7 +79,7 @@ class SocketFabric final : public Fabric {
       int fd = ::socket(bound.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
       if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(all[p].data()),
                               static_cast<socklen_t>(all[p].size())) != 0) {
-        fail(fmt::format("connect to rank {}", p));
+        fail_errno(fmt::format("connect to rank {}", p));
       }
       tune(fd);
       uint32_t me = uint32_t(rank);
@@ -88,15 +88,15 @@ class SocketFabric final : public Fabric {
     }
     for (int accepted = 0; accepted < ranks - 1; ++accepted) {
       pollfd w{listener, POLLIN, 0};
-      if (::poll(&w, 1, timeout_ms_) <= 0) fail("waiting for peers to connect");
+      if (::poll(&w, 1, timeout_ms_) <= 0) fail_errno("waiting for peers to connect");
       int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) fail("accept");
+      if (fd < 0) fail_errno("accept");
       tune(fd);
       uint32_t peer = 0;
       recv_all(fd, &peer, sizeof peer);
       if (peer >= uint32_t(ranks) || recv_[peer] >= 0) {
         errno = EPROTO;
-        fail("unexpected peer");
+        fail_errno("unexpected peer");
       }
       recv_[peer] = fd;
     }
@@ -131,7 +131,7 @@ class SocketFabric final : public Fabric {
         fds[i] = {active ? (ops[i].send ? send_[ops[i].peer] : recv_[ops[i].peer]) : -1,
                   static_cast<short>(ops[i].send ? POLLOUT : POLLIN), 0};
       }
-      if (::poll(fds.data(), fds.size(), timeout_ms_) <= 0) fail("poll");
+      if (::poll(fds.data(), fds.size(), timeout_ms_) <= 0) fail_errno("poll");
       for (size_t i = 0; i < ops.size(); ++i) {
         if (!(fds[i].revents & (POLLIN | POLLOUT | POLLERR | POLLHUP))) continue;
         char* at = static_cast<char*>(ops[i].data) + moved[i];
@@ -139,7 +139,7 @@ class SocketFabric final : public Fabric {
         ssize_t n = ops[i].send ? ::send(fds[i].fd, at, left, MSG_NOSIGNAL | MSG_DONTWAIT)
                                 : ::recv(fds[i].fd, at, left, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-        if (n <= 0) fail(ops[i].send ? "send" : "recv");
+        if (n <= 0) fail_errno(ops[i].send ? "send" : "recv");
         moved[i] += static_cast<size_t>(n);
         pending -= moved[i] == ops[i].bytes;
       }

@@ -26,7 +26,7 @@ struct CompareRow {
   FlowSimResult result;
 };
 
-struct Comparison {
+struct FabricComparison {
   int gpus = 0;
   std::vector<CompareRow> rows;
   double gain = 0;          // same-rail-t2 same-rail vs fat-tree ecmp
@@ -36,10 +36,10 @@ struct Comparison {
 
 // Generates both fabrics from `fabric` (kind and gpus are set per row) and runs `sim` with each
 // row's routing; sim.routing.seed and polarisation are kept, its choice/pxn replaced.
-Comparison compare_fabrics(int gpus, const topo::GenerateOptions& fabric, const FlowSimOptions& sim,
+FabricComparison compare_fabrics(int gpus, const topo::GenerateOptions& fabric, const FlowSimOptions& sim,
                            const Progress& progress = {});
 
-nlohmann::json to_json(const Comparison& comparison);
-std::string format_comparisons(const std::vector<Comparison>& comparisons);
+nlohmann::json to_json(const FabricComparison& comparison);
+std::string format_comparisons(const std::vector<FabricComparison>& comparisons);
 
 }  // namespace astral::seer

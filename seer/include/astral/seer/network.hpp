@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "astral/seer/spec.hpp"
+#include "astral/topo/fabric.hpp"
 
 namespace astral::seer {
 
@@ -90,6 +91,10 @@ struct Network {
 Network uniform_network(const HardwareSpec& hw, int gpus);
 // Network JSON (docs/seer.md, "network"); hardware fills what the file leaves out.
 Network network_from_json(const nlohmann::json& j, const HardwareSpec& hw);
+// From topo's fabric model (`astral fabric generate`, docs/fabric.md): tiers with the hosts one
+// switch reaches, whether it serves one rail, and its oversubscription; NIC and NVLink speeds from
+// the first host's profile, latencies and efficiencies from the hardware.
+Network network_from_fabric(const topo::Fabric& fabric, const HardwareSpec& hw);
 nlohmann::json to_json(const Network& n);
 
 // NCCL's latency constants in µs, laid out as the tuner v5 interface hands them over
