@@ -87,7 +87,7 @@ std::optional<int64_t> take_clock(sv& s) {
 std::string sanitize(sv s) {
   unsigned bad = 0;
   for (unsigned char c : s)  // branch-free: vectorises
-    bad |= unsigned(c < 0x20) & unsigned(c != '\t') | unsigned(c == 0x7f);
+    bad |= (unsigned(c < 0x20) & unsigned(c != '\t')) | unsigned(c == 0x7f);
   if (!bad) return std::string(s);
   std::string out;
   out.reserve(s.size());
