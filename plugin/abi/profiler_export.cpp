@@ -170,43 +170,25 @@ ncclResult_t init_v1_v2(void** context, int* mask) {
 
 namespace pabi = astral::plugin::profiler_abi;
 
-extern "C" ASTRAL_PROFILER_EXPORT const ncclProfiler_v5_t ncclProfiler_v5 = {
-    .name = pabi::kProfilerName,
-    .init = pabi::init_v5,
-    .startEvent = pabi::start_event<ncclProfilerEventDescr_v5_t>,
-    .stopEvent = pabi::stop_event,
-    .recordEventState = pabi::record_state<ncclProfilerEventState_v5_t, ncclProfilerEventStateArgs_v5_t>,
-    .finalize = pabi::finalize,
-};
-extern "C" ASTRAL_PROFILER_EXPORT const ncclProfiler_v4_t ncclProfiler_v4 = {
-    .name = pabi::kProfilerName,
-    .init = pabi::init_v4,
-    .startEvent = pabi::start_event<ncclProfilerEventDescr_v4_t>,
-    .stopEvent = pabi::stop_event,
-    .recordEventState = pabi::record_state<ncclProfilerEventState_v4_t, ncclProfilerEventStateArgs_v4_t>,
-    .finalize = pabi::finalize,
-};
-extern "C" ASTRAL_PROFILER_EXPORT const ncclProfiler_v3_t ncclProfiler_v3 = {
-    .name = pabi::kProfilerName,
-    .init = pabi::init_v3,
-    .startEvent = pabi::start_event<ncclProfilerEventDescr_v3_t>,
-    .stopEvent = pabi::stop_event,
-    .recordEventState = pabi::record_state<ncclProfilerEventState_v3_t, ncclProfilerEventStateArgs_v3_t>,
-    .finalize = pabi::finalize,
-};
-extern "C" ASTRAL_PROFILER_EXPORT const ncclProfiler_v2_t ncclProfiler_v2 = {
-    .name = pabi::kProfilerName,
-    .init = pabi::init_v1_v2,
-    .startEvent = pabi::start_event<ncclProfilerEventDescr_v2_t>,
-    .stopEvent = pabi::stop_event,
-    .recordEventState = pabi::record_state<ncclProfilerEventState_v2_t, ncclProfilerEventStateArgs_v2_t>,
-    .finalize = pabi::finalize,
-};
-extern "C" ASTRAL_PROFILER_EXPORT const ncclProfiler_v1_t ncclProfiler_v1 = {
-    .name = pabi::kProfilerName,
-    .init = pabi::init_v1_v2,
-    .startEvent = pabi::start_event<ncclProfilerEventDescr_v1_t>,
-    .stopEvent = pabi::stop_event,
-    .recordEventState = pabi::record_state<ncclProfilerEventState_v1_t, ncclProfilerEventStateArgs_v1_t>,
-    .finalize = pabi::finalize,
-};
+// Every version's table has the same members; only the types of init and the descriptors differ.
+template <class Table, class Descr, class State, class Args>
+constexpr Table profiler_table(decltype(Table::init) init) {
+  return Table{pabi::kProfilerName, init, pabi::start_event<Descr>, pabi::stop_event,
+               pabi::record_state<State, Args>, pabi::finalize};
+}
+
+extern "C" ASTRAL_PROFILER_EXPORT const ncclProfiler_v5_t ncclProfiler_v5 =
+    profiler_table<ncclProfiler_v5_t, ncclProfilerEventDescr_v5_t, ncclProfilerEventState_v5_t,
+                   ncclProfilerEventStateArgs_v5_t>(pabi::init_v5);
+extern "C" ASTRAL_PROFILER_EXPORT const ncclProfiler_v4_t ncclProfiler_v4 =
+    profiler_table<ncclProfiler_v4_t, ncclProfilerEventDescr_v4_t, ncclProfilerEventState_v4_t,
+                   ncclProfilerEventStateArgs_v4_t>(pabi::init_v4);
+extern "C" ASTRAL_PROFILER_EXPORT const ncclProfiler_v3_t ncclProfiler_v3 =
+    profiler_table<ncclProfiler_v3_t, ncclProfilerEventDescr_v3_t, ncclProfilerEventState_v3_t,
+                   ncclProfilerEventStateArgs_v3_t>(pabi::init_v3);
+extern "C" ASTRAL_PROFILER_EXPORT const ncclProfiler_v2_t ncclProfiler_v2 =
+    profiler_table<ncclProfiler_v2_t, ncclProfilerEventDescr_v2_t, ncclProfilerEventState_v2_t,
+                   ncclProfilerEventStateArgs_v2_t>(pabi::init_v1_v2);
+extern "C" ASTRAL_PROFILER_EXPORT const ncclProfiler_v1_t ncclProfiler_v1 =
+    profiler_table<ncclProfiler_v1_t, ncclProfilerEventDescr_v1_t, ncclProfilerEventState_v1_t,
+                   ncclProfilerEventStateArgs_v1_t>(pabi::init_v1_v2);
