@@ -4,7 +4,7 @@
 // and every step's bytes moved through the net plugin over loopback with the step as the net
 // event's parent (NCCL's profiler callback, emulated as §4.3 of the ABI reference describes).
 //
-//   profiler_driver PLUGIN.so v5|v4   ASTRAL_TRACE_DIR from the environment
+//   profiler_driver PLUGIN.so v5|v4|v3   ASTRAL_TRACE_DIR from the environment
 // Prints "mask=<activation mask>" and exits 0, or names what failed and exits 1.
 #include <dlfcn.h>
 #include <unistd.h>
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "abi/net_v11.h"
+#include "abi/profiler_v3.h"
 #include "abi/profiler_v4.h"
 #include "abi/profiler_v5.h"
 
@@ -31,6 +32,7 @@ constexpr size_t kChunk = 64 << 10;
 int g_mask = 0;  // NCCL's process-wide ncclProfilerEventMask
 const ncclProfiler_v5_t* g_v5 = nullptr;
 const ncclProfiler_v4_t* g_v4 = nullptr;
+const ncclProfiler_v3_t* g_v3 = nullptr;
 
 void check(bool ok, const char* what) {
   if (!ok) throw std::runtime_error(what);
@@ -38,7 +40,7 @@ void check(bool ok, const char* what) {
 void check(ncclResult_t r, const char* what) { check(r == ncclSuccess, what); }
 
 // The profiler through whichever table was chosen; descriptors are built as v5 and copied
-// member by member into v4's layout.
+// member by member into v4's or v3's layout (v3: the commHash in collectives and p2p).
 ncclProfilerEventDescr_v4_t to_v4(const ncclProfilerEventDescr_v5_t& d) {
   ncclProfilerEventDescr_v4_t o{};
   o.type = static_cast<uint8_t>(d.type);
@@ -59,21 +61,53 @@ ncclProfilerEventDescr_v4_t to_v4(const ncclProfilerEventDescr_v5_t& d) {
   }
   return o;
 }
+ncclProfilerEventDescr_v3_t to_v3(const ncclProfilerEventDescr_v5_t& d) {
+  ncclProfilerEventDescr_v3_t o{};
+  o.type = static_cast<uint8_t>(d.type);
+  o.parentObj = d.parentObj;
+  o.rank = d.rank;
+  switch (d.type) {
+    case ncclProfileColl:
+      o.coll = {nullptr,        kCommHash,          d.coll.seqNumber, d.coll.func, d.coll.sendBuff,
+                d.coll.recvBuff, d.coll.count,      d.coll.root,      d.coll.datatype, d.coll.nChannels,
+                d.coll.nWarps,  d.coll.algo,        d.coll.proto};
+      break;
+    case ncclProfileP2p:
+      o.p2p = {nullptr, kCommHash, d.p2p.func, d.p2p.buff, d.p2p.datatype, d.p2p.count, d.p2p.peer};
+      break;
+    case ncclProfileProxyOp: std::memcpy(&o.proxyOp, &d.proxyOp, sizeof o.proxyOp); break;
+    case ncclProfileProxyStep: o.proxyStep.step = d.proxyStep.step; break;
+    case ncclProfileNetPlugin: o.netPlugin = {d.netPlugin.id, d.netPlugin.data}; break;
+    default: break;
+  }
+  return o;
+}
 void* start(void* ctx, ncclProfilerEventDescr_v5_t d) {
   void* handle = nullptr;
   if (!(g_mask & static_cast<int>(d.type))) return nullptr;  // NCCL asks only for masked-in types
   if (g_v5) {
     check(g_v5->startEvent(ctx, &handle, &d), "startEvent");
+  } else if (g_v3) {
+    ncclProfilerEventDescr_v3_t o = to_v3(d);
+    check(g_v3->startEvent(ctx, &handle, &o), "startEvent v3");
   } else {
     ncclProfilerEventDescr_v4_t o = to_v4(d);
     check(g_v4->startEvent(ctx, &handle, &o), "startEvent v4");
   }
   return handle;
 }
-void stop(void* handle) { check(g_v5 ? g_v5->stopEvent(handle) : g_v4->stopEvent(handle), "stopEvent"); }
+void stop(void* handle) {
+  check(g_v5 ? g_v5->stopEvent(handle) : g_v3 ? g_v3->stopEvent(handle) : g_v4->stopEvent(handle), "stopEvent");
+}
 void state(void* handle, ncclProfilerEventState_t s, uint64_t word) {
   ncclProfilerEventStateArgs_v5_t a{};
   std::memcpy(&a, &word, sizeof word);
+  if (g_v3) {  // v3's union is 16 bytes: transSize first, as in every version
+    ncclProfilerEventStateArgs_v3_t a3{};
+    std::memcpy(&a3, &word, sizeof word);
+    check(g_v3->recordEventState(handle, s, &a3), "recordEventState v3");
+    return;
+  }
   check(g_v5 ? g_v5->recordEventState(handle, s, &a)
              : g_v4->recordEventState(handle, s, reinterpret_cast<ncclProfilerEventStateArgs_v4_t*>(&a)),
         "recordEventState");
@@ -197,14 +231,16 @@ int run(const char* path, const std::string& version) {
   check(net != nullptr, "no ncclNetPlugin_v11");
   if (version == "v5") g_v5 = static_cast<const ncclProfiler_v5_t*>(dlsym(lib, "ncclProfiler_v5"));
   if (version == "v4") g_v4 = static_cast<const ncclProfiler_v4_t*>(dlsym(lib, "ncclProfiler_v4"));
-  check(g_v5 || g_v4, "no profiler table of that version");
+  if (version == "v3") g_v3 = static_cast<const ncclProfiler_v3_t*>(dlsym(lib, "ncclProfiler_v3"));
+  check(g_v5 || g_v4 || g_v3, "no profiler table of that version");
 
   // NCCL: profiler init per communicator (here: per rank), then net init with its callback.
   Rank ranks[2];
   for (int r = 0; r < 2; ++r) {
     ranks[r].rank = r;
-    check(g_v5 ? g_v5->init(&ranks[r].prof, kCommHash, &g_mask, "driver", 1, 2, r, nullptr)
-               : g_v4->init(&ranks[r].prof, &g_mask, "driver", kCommHash, 1, 2, r, nullptr),
+    check(g_v5   ? g_v5->init(&ranks[r].prof, kCommHash, &g_mask, "driver", 1, 2, r, nullptr)
+          : g_v3 ? g_v3->init(&ranks[r].prof, &g_mask)  // v3 learns the communicator later
+                 : g_v4->init(&ranks[r].prof, &g_mask, "driver", kCommHash, 1, 2, r, nullptr),
           "profiler init");
   }
   std::printf("mask=%d\n", g_mask);
@@ -276,7 +312,8 @@ int run(const char* path, const std::string& version) {
   for (Rank& r : ranks) {
     net->closeSend(r.send);
     net->closeRecv(r.recv);
-    check(g_v5 ? g_v5->finalize(r.prof) : g_v4->finalize(r.prof), "profiler finalize");
+    check(g_v5 ? g_v5->finalize(r.prof) : g_v3 ? g_v3->finalize(r.prof) : g_v4->finalize(r.prof),
+          "profiler finalize");
   }
   for (void* ctx : net_ctx) net->finalize(ctx);
   return 0;
@@ -286,7 +323,7 @@ int run(const char* path, const std::string& version) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: profiler_driver PLUGIN.so v5|v4\n");
+    std::fprintf(stderr, "usage: profiler_driver PLUGIN.so v5|v4|v3\n");
     return 2;
   }
   try {
