@@ -61,9 +61,10 @@ struct Context {
   tr::Writer* writer = nullptr;
   pid_t pid = 0;
   // The communicator; v1-v3 learn it from the first collective or p2p (announce_from).
+  // Atomic: with v1-v3 the user's thread sets them while proxy threads may already read them.
   std::once_flag announced;
-  uint64_t comm_hash = 0;
-  int rank = -1;
+  std::atomic<uint64_t> comm_hash{0};
+  std::atomic<int> rank{-1};
   int nranks = 0;
   int nnodes = 0;
   std::string name;
@@ -117,7 +118,7 @@ Handle* fresh(Context& ctx, Ring& ring, EventType type, uint64_t comm_hash) {
   h->type = type;
   h->ctx = &ctx;
   h->span_id = g_next_span.fetch_add(1, std::memory_order_relaxed);
-  h->comm_hash = comm_hash ? comm_hash : ctx.comm_hash;
+  h->comm_hash = comm_hash ? comm_hash : ctx.comm_hash.load(std::memory_order_relaxed);
   return h;
 }
 
@@ -205,7 +206,8 @@ Handle* start_proxy(Context& ctx, const EventDescr& d) {
     case EventType::kProxyStep: {
       Handle* op = parent_of(d, EventType::kProxyOp);
       Handle* h = fresh(ctx, ctx.steps, d.type, op ? op->comm_hash : 0);
-      const int me = ctx.rank >= 0 ? ctx.rank : d.rank;
+      const int known_rank = ctx.rank.load(std::memory_order_relaxed);
+      const int me = known_rank >= 0 ? known_rank : d.rank;
       h->channel = op ? op->channel : tr::kNoChannel;
       h->is_send = op && op->is_send;
       tr::StepKeys keys;
