@@ -81,6 +81,10 @@ void run_netbench(NetbenchArgs& args, Outcome& outcome) {
   auto results = nb::run(o, [](const std::string& line) {
     std::fprintf(stderr, "%s\n", line.c_str());
   });
+  if (!o.trace_dir.empty() && o.rank <= 0) {
+    std::fprintf(stderr, "netbench: trace files in %s (astral trace export %s -o trace.json)\n",
+                 o.trace_dir.c_str(), o.trace_dir.c_str());
+  }
   bool verified = true;
   for (const auto& m : results) verified = verified && m.verified;
   if (o.rank > 0) return;  // rank 0 reports for everyone
@@ -131,6 +135,9 @@ void register_netbench(CLI::App& root, Outcome& outcome) {
                   "HOST:PORT where rank 0 listens for the other ranks");
   cmd->add_option("--timeout", args->options.timeout_s, "seconds before a silent rank fails the run")
       ->capture_default_str();
+  cmd->add_option("--trace-dir", args->options.trace_dir,
+                  "record every connection and transfer of every rank in trace files under DIR "
+                  "(then: astral trace export DIR -o trace.json)");
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->add_flag("--verbose", args->options.verbose, "plugin INFO messages on stderr");
   cmd->callback([args, &outcome] { run_netbench(*args, outcome); });

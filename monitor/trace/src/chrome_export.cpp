@@ -227,7 +227,9 @@ class Builder {
           break;
         }
         case EventKind::NetPluginBegin:
-          if (auto* l = e.as<NetPluginLink>()) step_of_message_[l->net_request_id] = l->request_id;
+        case EventKind::NetPluginEnd:  // a receive's message id is known only at the end
+          if (auto* l = e.as<NetPluginLink>(); l && l->net_request_id && l->request_id)
+            step_of_message_[l->net_request_id] = l->request_id;
           break;
         default:
           instant(f, e);

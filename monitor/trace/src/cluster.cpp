@@ -53,6 +53,7 @@ class Matcher {
   }
 
   void on_transfer(const Event& e, const Transfer& t, size_t file) {
+    if (t.request_id == 0) return;  // a receive not yet matched to a message: nothing to join
     const bool send = e.kind == EventKind::NetSendPosted || e.kind == EventKind::NetSendDone;
     const bool posted = e.kind == EventKind::NetSendPosted || e.kind == EventKind::NetRecvPosted;
     TransferSide* s = side(t.request_id, TransferLevel::Message, e, send, file);
@@ -74,6 +75,7 @@ class Matcher {
   }
 
   void on_step(const Event& e, const ProxyStep& p, size_t file) {
+    if (p.request_id == 0) return;
     TransferSide* s = side(p.request_id, TransferLevel::Step, e, p.is_send, file);
     if (!s) return;
     s->peer = p.peer;

@@ -11,6 +11,7 @@
 #include "core/config.hpp"
 #include "core/context.hpp"
 #include "core/log.hpp"
+#include "core/net_trace.hpp"
 #include "core/transport.hpp"
 
 namespace astral::plugin {
@@ -59,8 +60,9 @@ Transport* transport_for_device(int dev, const char* call) {
 void set_net_observer_factory(NetObserverFactory factory) { g_observer_factory.store(factory); }
 
 std::shared_ptr<NetObserver> make_observer(uint64_t comm_id) {
+  // An installed factory (tests, tools) wins; otherwise the trace file when ASTRAL_TRACE_DIR is set.
   NetObserverFactory factory = g_observer_factory.load();
-  return factory ? factory(comm_id) : nullptr;
+  return factory ? factory(comm_id) : make_trace_observer(comm_id);
 }
 
 namespace net {

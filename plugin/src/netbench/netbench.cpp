@@ -183,6 +183,11 @@ std::vector<std::string> run_rank(const Options& o, int rank, int ranks, Bootstr
   if (path.empty()) {
     throw std::runtime_error("netbench: libnccl-net-astral.so not found; pass --plugin PATH");
   }
+  if (!o.trace_dir.empty()) {
+    // Read by the plugin when it opens its trace file; RANK names the file and its header.
+    setenv("ASTRAL_TRACE_DIR", o.trace_dir.c_str(), 1);
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+  }
   auto lib = NetPluginLibrary::open(path, &why);
   if (!lib) throw std::runtime_error("netbench: " + why);
   const ncclNet_v11_t& net = lib->net();

@@ -62,6 +62,7 @@ struct SendRequest final : Request {
   bool retired = false;    // left the send queue
   bool reported = false;   // NCCL saw done
   TransferInfo transfer;
+  void* profiler_event = nullptr;  // NCCL's handle for the profiler's net event
 };
 
 class TcpSendComm final : public SendComm {
@@ -103,6 +104,7 @@ struct RecvRequest final : Request {
   int n = 0;
   std::array<Slot, 8> slots;
   std::array<TransferInfo, 8> transfers;
+  std::array<void*, 8> profiler_events{};  // NCCL's handles for the profiler's net events
   int unmatched = 0;
   int incomplete = 0;
   bool done = false;
@@ -144,6 +146,9 @@ class TcpRecvComm final : public RecvComm {
   uint64_t incoming_base_ = 0;
   std::array<uint64_t, kMaxWireStreams> cursor_{};
   uint32_t expected_sequence_ = 0;
+  uint32_t posted_slots_ = 0;  // receive slots posted so far: the next one gets this sequence
+  int first_tag_ = 0;          // ... as long as every slot had this tag
+  bool mixed_tags_ = false;
   // Stream 0 read-ahead: small messages arrive with one recv() instead of two.
   std::vector<uint8_t> staging_;
   size_t staged_begin_ = 0, staged_end_ = 0;

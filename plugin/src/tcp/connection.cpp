@@ -68,7 +68,7 @@ ncclResult_t Connection::fail(ncclResult_t result, bool peer_lost, const std::st
   ASTRAL_WARN("{} connection {} -> {} on {} ({} stream{}) failed: {}",
               info_.sender ? "send" : "receive", local_address_, remote_address_, device_name_,
               stream_count(), stream_count() == 1 ? "" : "s", what);
-  if (auto* obs = observer()) obs->on_failed(info_, peer_lost, what);
+  if (auto* obs = observer()) obs->on_failed(info_, peer_lost, result, what);
   return failure_;
 }
 

@@ -49,6 +49,7 @@ class Connection {
   uint64_t stripe_min() const { return stripe_min_; }
   const ConnectionInfo& info() const { return info_; }
   NetObserver* observer() const { return ctx_->observer.get(); }
+  ncclProfilerCallback_t profiler() const { return ctx_->profiler; }
 
   bool failed() const { return failure_ != ncclSuccess; }
   ncclResult_t failure() const { return failure_; }

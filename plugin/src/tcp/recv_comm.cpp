@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "core/net_trace.hpp"
 #include "tcp/comms.hpp"
 
 namespace astral::plugin::tcp {
@@ -37,8 +38,17 @@ ncclResult_t TcpRecvComm::irecv(int n, void* const* data, const size_t* sizes, c
     r->slots[i] = RecvRequest::Slot{static_cast<uint8_t*>(data[i]), sizes[i], tags[i], false, 0};
     r->transfers[i] = TransferInfo{&conn_.info(), false, tags[i], i, sizes[i], 0, now, 0,
                                    phandles ? phandles[i] : nullptr};
+    // Slots match the first message with their tag; while every slot ever posted here has the
+    // same tag (NCCL's case: the sender's rank), that is posting order, so a receive posted alone
+    // knows its sequence now.
+    if (posted_slots_ + i == 0) first_tag_ = tags[i];
+    mixed_tags_ = mixed_tags_ || tags[i] != first_tag_;
+    r->transfers[i].sequence_known = n == 1 && !mixed_tags_;
+    r->transfers[i].sequence = r->transfers[i].sequence_known ? posted_slots_ : 0;
     if (obs) obs->on_posted(r->transfers[i]);
+    profiler_transfer_started(conn_.profiler(), r->transfers[i], &r->profiler_events[i]);
   }
+  posted_slots_ += static_cast<uint32_t>(n);
   unmatched_.push_back(r);
   *request = r;
   return progress();
@@ -79,6 +89,7 @@ void TcpRecvComm::part_finished(Incoming& message) {
     t.completed_ns = monotonic_ns();
     obs->on_completed(t);
   }
+  profiler_transfer_finished(conn_.profiler(), r->transfers[message.slot], &r->profiler_events[message.slot]);
   if (--r->incomplete == 0) r->done = true;
 }
 
@@ -157,6 +168,7 @@ ncclResult_t TcpRecvComm::take_header(bool* matched) {
       slot.matched = true;
       if (--r->unmatched == 0) unmatched_.erase(it);
       r->transfers[i].sequence = h.sequence;
+      r->transfers[i].sequence_known = true;
       staged_begin_ += sizeof h;
       ++expected_sequence_;
       Incoming message{r, i, stripe_layout(h.size, conn_.stream_count(), conn_.stripe_min()),

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "core/net_trace.hpp"
 #include "tcp/comms.hpp"
 
 namespace astral::plugin::tcp {
@@ -34,11 +35,13 @@ ncclResult_t TcpSendComm::isend(const void* data, size_t size, int tag, void* ph
   r->parts_left = 1;  // stream 0 always carries the header
   for (int k = 1; k < r->layout.parts; ++k) r->parts_left += r->layout.length(k) > 0;
   r->transfer = TransferInfo{&conn_.info(), true, tag, 0, size, r->header.sequence, 0, 0, phandle};
+  r->transfer.sequence_known = true;
   queue_.push_back(r);
   if (auto* obs = conn_.observer()) {
     r->transfer.posted_ns = monotonic_ns();  // timestamps only when someone listens
     obs->on_posted(r->transfer);
   }
+  profiler_transfer_started(conn_.profiler(), r->transfer, &r->profiler_event);
   *request = r;
   // Start moving bytes now: a small message usually leaves in this call.
   return progress();
@@ -69,6 +72,7 @@ void TcpSendComm::part_finished(SendRequest* r) {
     r->transfer.completed_ns = monotonic_ns();
     obs->on_completed(r->transfer);
   }
+  profiler_transfer_finished(conn_.profiler(), r->transfer, &r->profiler_event);
 }
 
 ncclResult_t TcpSendComm::progress() {

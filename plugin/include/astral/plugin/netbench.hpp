@@ -30,6 +30,9 @@ struct Options {
   int rank = -1;
   std::string coordinator;
   double timeout_s = 300;   // a rank silent this long fails the run
+  // Non-empty: every rank records its connections and transfers in a trace file here (the
+  // plugin's ASTRAL_TRACE_DIR; merge them with `astral trace export DIR`).
+  std::string trace_dir;
   bool verbose = false;     // plugin INFO messages to stderr
 };
 

@@ -35,6 +35,10 @@ struct TransferInfo {
   int64_t posted_ns = 0;       // CLOCK_MONOTONIC
   int64_t completed_ns = 0;    // 0 until completion
   void* profiler_handle = nullptr;  // NCCL's phandle (net v10+), for profiler net events
+  // Whether `sequence` is already right. Always for sends; for a receive posted alone it is
+  // predicted at posting (receives match messages in posting order); the slots of a grouped
+  // receive learn theirs only when a message is matched, by tag.
+  bool sequence_known = false;
 };
 
 class NetObserver {
@@ -43,8 +47,9 @@ class NetObserver {
   virtual void on_connected(const ConnectionInfo&) noexcept {}
   virtual void on_posted(const TransferInfo&) noexcept {}
   virtual void on_completed(const TransferInfo&) noexcept {}
-  // `peer_lost`: the peer died, reset the connection or fell silent past the timeout.
-  virtual void on_failed(const ConnectionInfo&, bool /*peer_lost*/,
+  // `peer_lost`: the peer died, reset the connection or fell silent past the timeout;
+  // `result`: the ncclResult_t every later call on the connection returns.
+  virtual void on_failed(const ConnectionInfo&, bool /*peer_lost*/, int /*result*/,
                          std::string_view /*what*/) noexcept {}
   virtual void on_closed(const ConnectionInfo&) noexcept {}
 };
