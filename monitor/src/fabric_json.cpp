@@ -1,12 +1,13 @@
-// Fabric description in JSON (the topo fabric model, docs/fabric.md). Read tolerantly: a list of
-// switches (name, role), hosts with their NICs and links whose ends are either a host NIC port or
-// a switch port.
+// Fabric description in JSON. Astral's own format (the topo fabric model, docs/fabric.md) is read
+// exactly; anything else tolerantly: a list of switches (name, role), hosts with their NICs and
+// links whose ends are either a host NIC port or a switch port.
 #include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "astral/monitor/fabric_graph.hpp"
+#include "astral/topo/fabric.hpp"
 #include "names.hpp"
 #include "text.hpp"
 
@@ -73,12 +74,45 @@ End read_end(const json& j, const json& switch_names) {
   return e;
 }
 
+// Astral's own fabric format (docs/fabric.md), read exactly through topo: endpoints are
+// "host:nic:port" and "switch:port[/lane]", rails come from the node profiles, roles from tiers.
+FabricGraph graph_from_topo(const json& j, std::string_view source) {
+  topo::Fabric fabric = [&] {
+    try {
+      return topo::fabric_from_json(j);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string(source) + ": " + e.what());
+    }
+  }();
+  static const char* const kRoles[] = {"", "leaf", "spine", "core"};
+  FabricGraph g;
+  for (const topo::Switch& sw : fabric.switches())
+    g.add_switch(sw.name, sw.tier >= 1 && sw.tier <= 3 ? kRoles[sw.tier] : "");
+  auto switch_end = [&](const topo::Endpoint& e) {
+    return SwitchEnd{fabric.switches()[e.sw].name, topo::Fabric::port_label(e.port, e.lane)};
+  };
+  for (const topo::Link& link : fabric.links()) {
+    if (link.a.is_host()) {
+      const topo::NicModel& nic = fabric.profile_of(link.a.host).nics[link.a.nic];
+      Cable c;
+      c.nic = {fabric.hosts()[link.a.host].name, nic.name, std::to_string(link.a.port), "", nic.rail};
+      c.sw = switch_end(link.b);
+      g.add_cable(std::move(c));
+    } else {
+      g.add_trunk({switch_end(link.a), switch_end(link.b)});
+    }
+  }
+  if (g.empty()) throw std::runtime_error(std::string(source) + ": no host-switch links in the fabric");
+  return g;
+}
+
 }  // namespace
 
 FabricGraph parse_fabric_json(std::string_view text, std::string_view source) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     throw std::runtime_error(std::string(source) + ": fabric file is not a JSON object");
+  if (j.value("format", "") == topo::kFabricFormat) return graph_from_topo(j, source);
   if (j.contains("fabric") && j["fabric"].is_object()) j = j["fabric"];
   FabricGraph g;
   json switch_names = json::object();

@@ -3,6 +3,7 @@
 
 #include "astral/monitor/fabric_graph.hpp"
 #include "astral/monitor/simulate.hpp"
+#include "astral/topo/fabric_generate.hpp"
 #include "monitor_test_util.hpp"
 
 using namespace astral::monitor;
@@ -74,4 +75,28 @@ TEST_CASE("Fabric writers round-trip through the loaders") {
   }
   CHECK(load_fabric(dir / "f.json").trunks().size() == g.trunks().size());
   CHECK(load_fabric(dir / "f.csv").host_of_ip(g.cables()[5].nic.ip) == g.cables()[5].nic.host);
+}
+
+TEST_CASE("Astral fabric JSON (astral fabric generate) is read exactly: hosts, NICs, rails, roles") {
+  astral::topo::GenerateOptions o;
+  o.gpus = 256;
+  o.radix = 64;
+  astral::topo::Fabric fabric = astral::topo::generate_fabric(o);
+  TempDir dir;
+  dir.write("gen.json", astral::topo::fabric_to_json(fabric).dump());
+  FabricGraph g = load_fabric(dir / "gen.json");
+  CHECK(g.cables().size() == 256);  // one NIC port per GPU
+  const Cable* c = g.cable_of_nic("node0017", "mlx5_3");
+  REQUIRE(c);
+  CHECK(c->nic.host == "node0017");  // not "node0017:mlx5_3"
+  CHECK(c->nic.port == "1");
+  CHECK(c->nic.rail == 3);
+  astral::topo::Attachment at = fabric.attachment(16, fabric.nic_on_rail(16, 3), 1);
+  CHECK(c->sw.switch_name == fabric.switches()[at.sw].name);
+  CHECK(g.role(c->sw.switch_name) == "leaf");
+  CHECK_FALSE(g.trunks().empty());
+  // A broken fabric in our own format names the file and the element.
+  dir.write("bad.json", R"({"format": "astral-fabric", "version": 1, "rails": 1, "profiles": [],
+                            "hosts": [{"name": "h1", "profile": "nope"}], "switches": [], "links": []})");
+  CHECK_THROWS_WITH(load_fabric(dir / "bad.json"), Catch::Contains("bad.json") && Catch::Contains("nope"));
 }
