@@ -159,8 +159,8 @@ Context* init(const InitArgs& args, const EnvLookup& env) noexcept {
     tuner_log(args.logger, NCCL_LOG_WARN, "out of memory at init; NCCL's own tuning stays in effect");
     return nullptr;
   }
-  const std::string comm = fmt::format("comm {:#x}", args.comm_id);
   try {
+    const std::string comm = fmt::format("comm {:#x}", args.comm_id);
     std::vector<std::string> warnings;
     Settings settings = parse_settings(env, &warnings);
     for (const auto& w : warnings) tuner_log(args.logger, NCCL_LOG_WARN, w);
@@ -194,7 +194,10 @@ Context* init(const InitArgs& args, const EnvLookup& env) noexcept {
     tuner_log(args.logger, NCCL_LOG_INFO, comm + ": Seer's AllReduce choices: " + picks);
   } catch (const std::exception& e) {
     ctx->model.reset();
-    tuner_log(args.logger, NCCL_LOG_WARN, fmt::format("{}: {}; NCCL's own tuning stays in effect", comm, e.what()));
+    tuner_log(args.logger, NCCL_LOG_WARN, std::string(e.what()) + "; NCCL's own tuning stays in effect");
+  } catch (...) {
+    ctx->model.reset();
+    tuner_log(args.logger, NCCL_LOG_WARN, "unknown error at init; NCCL's own tuning stays in effect");
   }
   return ctx;
 }
