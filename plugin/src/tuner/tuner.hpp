@@ -1,0 +1,56 @@
+#pragma once
+// The version-neutral tuner core behind every ncclTunerPlugin_vN table (plugin/abi/tuner_export.cpp).
+// One Context per communicator holds Seer's collective model for that communicator's ranks, nodes
+// and fabric, built once at init; getCollInfo only evaluates it (no allocation, no lock).
+//
+// The tuner is optional to NCCL, so nothing here fails a communicator: a bad setting or input is
+// logged and the tuner falls back to defaults or stays out of the way (NCCL's own choice stands).
+#include <cstddef>
+#include <cstdint>
+
+#include "abi/nccl_common.h"
+#include "astral/seer/network.hpp"
+#include "core/config.hpp"
+
+namespace astral::plugin::tuner {
+
+struct NvlDomains {
+  int domains = 0;
+  int min_ranks = 0;
+  int max_ranks = 0;
+};
+
+struct InitArgs {
+  uint64_t comm_id = 0;
+  std::size_t n_ranks = 1;
+  std::size_t n_nodes = 1;
+  ncclDebugLogger_t logger = nullptr;
+  int abi_version = 5;                            // for the log line
+  const NvlDomains* nvl = nullptr;                // v5 only
+  const seer::LatencyConstants* nccl = nullptr;   // v5 only: NCCL's latency constants, µs
+};
+
+class Context;
+
+// Never null unless memory ran out; a disabled context (ASTRAL_TUNER=off, unusable inputs) makes
+// every call below a no-op.
+Context* init(const InitArgs& args, const EnvLookup& env) noexcept;
+
+// NCCL's cost table (contiguous float[num_algo][num_proto], µs): entries NCCL disabled (< 0) stay
+// disabled, entries Seer does not model keep NCCL's value, the rest get Seer's estimate for
+// `num_pipe_ops` aggregated operations. *n_channels is left as NCCL passed it (0 = NCCL decides).
+void fill_cost_table(Context* ctx, int coll, std::size_t bytes, int num_pipe_ops, float* table,
+                     int num_algo, int num_proto) noexcept;
+
+// The v2 interface: Seer's cheapest algorithm/protocol among those NCCL can run (tree, ring, and
+// NVLS when `nvls_supported`), or both left untouched when Seer has no opinion.
+void choose(Context* ctx, int coll, std::size_t bytes, bool nvls_supported, int num_pipe_ops,
+            int* algorithm, int* protocol) noexcept;
+
+// Logs the communicator's summary (calls, choices) and frees the context; null is fine.
+void finalize(Context* ctx) noexcept;
+
+// The process environment.
+EnvLookup process_env();
+
+}  // namespace astral::plugin::tuner
