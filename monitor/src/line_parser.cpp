@@ -21,7 +21,7 @@ int year_of(int64_t t) {
 }
 
 std::string format_offset(int64_t s) {
-  char buf[16];
+  char buf[48];
   int64_t a = s < 0 ? -s : s;
   std::snprintf(buf, sizeof buf, "%c%02lld:%02lld", s < 0 ? '-' : '+',
                 static_cast<long long>(a / 3600), static_cast<long long>(a / 60 % 60));
@@ -290,11 +290,12 @@ void LineParser::finish() {
       if (events[i].layer != Layer::bmc) latest = std::max(latest, events[i].time_us);
     // A file is written as its lines happen: the latest local time minus the file time is
     // the zone offset (whole or half hours), plus a little lag.
-    int64_t diff_s = (latest - tc.reference_us) / 1000000;
-    int64_t half_hours = (diff_s + (diff_s >= 0 ? 900 : -900)) / 1800;
-    int64_t residual = diff_s - half_hours * 1800;
-    if (latest != kUnknownTime && std::abs(half_hours) <= 28 && residual > -300 && residual < 120)
-      guess = half_hours * 1800;
+    if (latest != kUnknownTime) {  // only BMC lines are local: nothing to learn the zone from
+      int64_t diff_s = (latest - tc.reference_us) / 1000000;
+      int64_t half_hours = (diff_s + (diff_s >= 0 ? 900 : -900)) / 1800;
+      int64_t residual = diff_s - half_hours * 1800;
+      if (std::abs(half_hours) <= 28 && residual > -300 && residual < 120) guess = half_hours * 1800;
+    }
   }
   const bool deferred = options_.defer_zone && !tc.tz_known;
   if (tc.tz_known) {
