@@ -58,6 +58,7 @@ void Event::set_attr(std::string key, std::string value) {
       v = std::move(value);
       return;
     }
+  if (attrs.empty()) attrs.reserve(4);  // one allocation for the usual few
   attrs.emplace_back(std::move(key), std::move(value));
 }
 

@@ -157,21 +157,21 @@ void LineParser::feed(sv raw) {
     }
     flush_join();
   }
-  // Exact repeats (a shipper sending a line twice): length, hash and head must all agree.
-  const size_t hash = std::hash<sv>{}(raw);
-  const sv head = raw.substr(0, sizeof previous_head_);
-  if (!raw.empty() && raw.size() == previous_size_ && hash == previous_hash_ &&
-      memcmp(head.data(), previous_head_, head.size()) == 0) {
+  // Exact repeats (a shipper sending a line twice). Comparing with a copy of the previous line
+  // is cheaper than hashing every line: lines of equal length mostly differ early.
+  if (!raw.empty() && raw.size() == previous_.size() && memcmp(raw.data(), previous_.data(), raw.size()) == 0) {
     ++out_.stats.duplicates;
     ++out_.stats.recognised;
     return;
   }
-  previous_size_ = raw.size();
-  previous_hash_ = hash;
-  memcpy(previous_head_, head.data(), head.size());
+  previous_.assign(raw);
   // NCCL INFO lines (most of a job log) need no keyword scan: their recogniser reads them by
   // structure. Everything else is scanned once for the trigger words of every format.
   const size_t info = find(raw.substr(0, 160), "NCCL INFO ");
+  if (info != sv::npos && is_quiet_nccl_info(raw, info)) {
+    ++out_.stats.recognised;
+    return;
+  }
   const uint32_t triggers = info != sv::npos ? uint32_t(kNcclMark) : KeywordScanner::instance().scan(raw);
   if (start_join(raw, triggers)) return;  // the joined text is processed (and counted) at flush
   process(raw, triggers);

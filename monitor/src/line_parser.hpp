@@ -87,8 +87,7 @@ class LineParser {
   uint32_t join_line_ = 0;
   int join_count_ = 0;
   // Exact duplicates (log shippers that send a line twice).
-  size_t previous_size_ = 0, previous_hash_ = 0;
-  char previous_head_[32] = {};
+  std::string previous_;
 };
 
 // Recognisers (one file each).
@@ -98,6 +97,9 @@ Match recognise_kernel(LineParser&, std::string_view body);
 Match recognise_switch(LineParser&, std::string_view body);
 Match recognise_bmc(LineParser&, std::string_view body);
 Match recognise_ras_text(LineParser&, std::string_view body);
+// True when `line` is a bare "host:pid:tid [dev] NCCL INFO ..." line (the marker at `info`) that
+// recognise_nccl would read without an event: most of a job log, skipped without the full path.
+bool is_quiet_nccl_info(std::string_view line, size_t info);
 // NCCL's IB completion error text anywhere in `text` (also inside PyTorch exceptions).
 bool parse_ib_completion(LineParser&, std::string_view text, Layer layer);
 

@@ -3,12 +3,13 @@
 #include "astral/monitor/parse.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -40,16 +41,21 @@ FileKind detect_file_kind(sv head, sv name) {
   // Every format shows itself in its first few kilobytes; looking further only costs time.
   head = head.substr(0, 4096);
   if (trim(head).empty()) return FileKind::empty;
-  size_t control = 0;
-  const sv sample = head.substr(0, 1024);
-  for (unsigned char c : sample)  // branch-free so that it vectorises
-    control += size_t(c < 0x20) & size_t(c != '\n') & size_t(c != '\r') & size_t(c != '\t') & size_t(c != 0x1b);
+  // Binary files show control bytes (other than line ends, tabs and ANSI escapes) at once.
+  static constexpr auto kControl = [] {
+    std::array<uint8_t, 256> is {};
+    for (int c = 0; c < 0x20; ++c) is[size_t(c)] = c != '\n' && c != '\r' && c != '\t' && c != 0x1b;
+    return is;
+  }();
+  unsigned control = 0;
+  const sv sample = head.substr(0, 512);
+  for (unsigned char c : sample) control += kControl[c];
   if (control > sample.size() / 10 + 1) return FileKind::binary;
   if (ends_with(name, ".events.jsonl")) return FileKind::events_jsonl;
   sv t = trim(head);
   if (t[0] == '{' || t[0] == '[') {
     if ((contains(t, "\"entries\"") || contains(t, "'entries'")) &&
-        (contains(t, "pg_config") || contains(t, "pg_status") || contains(t, "collective_seq_id") ||
+        (contains(t, "collective_seq_id") || contains(t, "pg_config") || contains(t, "pg_status") ||
          contains(t, "\"version\"") || contains(t, "'version'")))
       return FileKind::flight_recorder;
     if (contains(t, "\"coll_perf\"") || contains(t, "inspector_output_format_version")) return FileKind::nccl_inspector;
@@ -125,6 +131,26 @@ ParseResult parse_buffer(sv content, FileKind kind, const ParseOptions& options)
   return out;
 }
 
+namespace {
+
+// One read buffer per parser thread: a bundle is thousands of small files, and allocating (and
+// zero-filling) a buffer per file cost more than parsing most of them.
+constexpr size_t kBlock = 1 << 20;
+char* thread_block() {
+  thread_local std::unique_ptr<char[]> block(new char[kBlock]);
+  return block.get();
+}
+
+size_t read_some(int fd, char* into, size_t size, const std::string& path) {
+  while (true) {
+    ssize_t got = ::read(fd, into, size);
+    if (got >= 0) return size_t(got);
+    if (errno != EINTR) throw std::runtime_error(path + ": cannot read: " + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
 ParseResult parse_file(const std::string& path, const ParseOptions& options) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
@@ -132,63 +158,48 @@ ParseResult parse_file(const std::string& path, const ParseOptions& options) {
     int fd;
     ~FdCloser() { ::close(fd); }
   } closer{fd};
-  // Blocks of at most 1 MiB, no larger than the file (most logs of a bundle are small).
-  struct stat st {};
-  const size_t file_size = ::fstat(fd, &st) == 0 && st.st_size > 0 ? size_t(st.st_size) : 0;
-  const size_t kBlock = std::min<size_t>(1 << 20, std::max<size_t>(file_size + 1, 4096));
-  std::string buf;
-  buf.resize(kBlock);
-  ssize_t got = ::read(fd, buf.data(), kBlock);
-  if (got < 0) throw std::runtime_error(path + ": cannot read: " + std::strerror(errno));
-  buf.resize(size_t(got));
-  FileKind kind = detect_file_kind(sv(buf).substr(0, 65536), path);
+  char* const block = thread_block();
+  size_t got = read_some(fd, block, kBlock, path);
+  const FileKind kind = detect_file_kind(sv(block, std::min<size_t>(got, 65536)), path);
   if (kind != FileKind::text_log) {
     // Structured files are read whole (they are small next to the logs).
-    while (got > 0) {
-      size_t have = buf.size();
-      buf.resize(have + kBlock);
-      got = ::read(fd, buf.data() + have, kBlock);
-      if (got < 0) throw std::runtime_error(path + ": cannot read: " + std::strerror(errno));
-      buf.resize(have + size_t(got));
-    }
-    return parse_buffer(buf, kind, options);
+    if (got < kBlock) return parse_buffer(sv(block, got), kind, options);
+    std::string whole(block, got);
+    while ((got = read_some(fd, block, kBlock, path)) > 0) whole.append(block, got);
+    return parse_buffer(whole, kind, options);
   }
   ParseResult out;
   out.stats.path = options.file_name;
   out.stats.kind = kind;
   out.stats.host = options.default_host;
-  out.events.reserve(file_size / 512);
+  out.events.reserve(got / 512);
   LineParser lp(options, out);
   // Stream: complete lines of each block are parsed; the tail waits for the next block.
   std::string carry;
   uint64_t bytes = 0;
-  while (true) {
-    bytes += buf.size();
-    sv block = buf;
+  while (got > 0) {
+    bytes += got;
+    sv data(block, got);
     if (!carry.empty()) {
-      size_t nl = block.find('\n');
+      size_t nl = data.find('\n');
       if (nl == sv::npos) {
-        carry.append(block);
-        block = {};
+        carry.append(data);
+        data = {};
       } else {
-        carry.append(block.substr(0, nl));
+        carry.append(data.substr(0, nl));
         lp.feed(carry);
         carry.clear();
-        block.remove_prefix(nl + 1);
+        data.remove_prefix(nl + 1);
       }
     }
-    size_t last_nl = block.rfind('\n');
+    size_t last_nl = data.rfind('\n');
     if (last_nl != sv::npos) {
-      parse_text(block.substr(0, last_nl + 1), lp);
-      carry.append(block.substr(last_nl + 1));
+      parse_text(data.substr(0, last_nl + 1), lp);
+      carry.append(data.substr(last_nl + 1));
     } else {
-      carry.append(block);
+      carry.append(data);
     }
-    buf.resize(kBlock);
-    got = ::read(fd, buf.data(), kBlock);
-    if (got < 0) throw std::runtime_error(path + ": cannot read: " + std::strerror(errno));
-    if (got == 0) break;
-    buf.resize(size_t(got));
+    got = read_some(fd, block, kBlock, path);
   }
   if (!carry.empty()) lp.feed(carry);
   lp.finish();

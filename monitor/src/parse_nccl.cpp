@@ -77,26 +77,41 @@ void stamp(Event& e, const NcclHeader& h) {
   if (h.dev >= 0) e.set_attr("cuda_dev", std::to_string(h.dev));
 }
 
-// "... comm 0x.. rank R nranks N cudaDev d nvmlDev n busId b commId 0x.. - Init COMPLETE"
+// "... comm 0x.. rank R nranks N cudaDev d nvmlDev n busId b commId 0x.. - Init COMPLETE", read
+// in one pass over its words (the line names each value by the word before it).
 Match init_line(LineParser& p, const NcclHeader& h, sv msg, bool complete) {
-  auto comm = token_after(msg, "comm ");
-  auto rank = int_after(msg, " rank ");
-  auto nranks = int_after(msg, " nranks ");
-  auto bus = token_after(msg, " busId ");
-  if (!comm || !rank || !nranks || !bus) return Match::damaged;
-  std::string pci = names::pci_from_nccl_bus_id(*bus);
+  sv comm, rank_word, nranks_word, bus, comm_id, cuda_dev, nvml_dev, parent;
+  sv t = msg, previous;
+  while (!t.empty()) {
+    sv word = take_word(t);
+    if (word.empty()) break;
+    while (!word.empty() && (word.back() == ',' || word.back() == ')')) word.remove_suffix(1);
+    if (previous == "comm" && comm.empty()) comm = word;
+    else if (previous == "rank" && rank_word.empty()) rank_word = word;
+    else if (previous == "nranks" && nranks_word.empty()) nranks_word = word;
+    else if (previous == "busId" && bus.empty()) bus = word;
+    else if (previous == "commId" && comm_id.empty()) comm_id = word;
+    else if (previous == "cudaDev" && cuda_dev.empty()) cuda_dev = word;
+    else if (previous == "nvmlDev" && nvml_dev.empty()) nvml_dev = word;
+    else if (previous == "parent" && parent.empty()) parent = word;
+    previous = word;
+  }
+  auto rank = take_int(rank_word);
+  auto nranks = take_int(nranks_word);
+  if (comm.empty() || !rank || !nranks || bus.empty()) return Match::damaged;
+  std::string pci = names::pci_from_nccl_bus_id(bus);
   Event& e = p.emit(Layer::nccl, Severity::info, complete ? "nccl_init" : "nccl_init_start",
                     ComponentKind::gpu, msg);
   stamp(e, h);
   e.component.device = pci;
   e.keys.rank = int(*rank);
-  if (auto id = hex_after(msg, " commId "); id && *id != 0) e.keys.comm_hash = *id;
-  e.set_attr("comm", std::string(*comm));
+  if (auto id = take_hex(comm_id); id && *id != 0) e.keys.comm_hash = *id;
+  e.set_attr("comm", std::string(comm));
   e.set_attr("nranks", std::to_string(*nranks));
-  e.set_attr("bus_id", std::string(*bus));
-  if (auto d = int_after(msg, " cudaDev ")) e.set_attr("cuda_dev", std::to_string(*d));
-  if (auto d = int_after(msg, " nvmlDev ")) e.set_attr("nvml_dev", std::to_string(*d));
-  if (auto parent = token_after(msg, " parent ")) e.set_attr("parent", std::string(*parent));
+  e.set_attr("bus_id", std::string(bus));
+  if (auto d = take_int(cuda_dev)) e.set_attr("cuda_dev", std::to_string(*d));
+  if (auto d = take_int(nvml_dev)) e.set_attr("nvml_dev", std::to_string(*d));
+  if (!parent.empty()) e.set_attr("parent", std::string(parent));
   return Match::known;
 }
 
@@ -115,8 +130,11 @@ Match channel_line(LineParser& p, const NcclHeader& h, sv msg) {
   t = ltrim(t);
   auto dst = take_uint(t);
   if (!dst) return Match::damaged;
-  bool receive = contains(msg, "[receive]");
-  bool send = contains(msg, "[send]");
+  // "[bus] [receive] via ..." follows the destination (older releases print no direction).
+  take_until(t, " ");
+  t = ltrim(t);
+  bool receive = starts_with(t, "[receive]");
+  bool send = starts_with(t, "[send]");
   sv v = *via;
   sv transport = take_until(v, "/");
   take(v, '/');
@@ -263,6 +281,13 @@ Match warn_line(LineParser& p, const NcclHeader& h, sv msg) {
   return Match::known;
 }
 
+// Keep in step with info_line: the INFO lines it reads without producing anything.
+bool info_line_is_quiet(sv msg) {
+  if (starts_with(msg, "Channel ")) return find(msg, " via NET/") == sv::npos;
+  const sv end = trim(msg);
+  return !ends_with(end, "Init COMPLETE") && !ends_with(end, "Init START") && !starts_with(msg, "NET/IB");
+}
+
 Match info_line(LineParser& p, const NcclHeader& h, sv msg) {
   if (starts_with(msg, "Channel ")) return channel_line(p, h, msg);
   sv end = trim(msg);
@@ -276,6 +301,26 @@ Match info_line(LineParser& p, const NcclHeader& h, sv msg) {
 }
 
 }  // namespace
+
+bool is_quiet_nccl_info(sv line, size_t info) {
+  // Only "host:pid:tid [dev] " before the marker, so no collector prefix (no time, no rank tag)
+  // that the full path would have to read: a letter first, one word of two ':'-separated
+  // numbers, then "[digits] ".
+  if (info < 8 || !is_alpha(line[0]) || line[info - 1] != ' ' || line[info - 2] != ']') return false;
+  size_t i = info - 3;  // back over "[digits]"
+  while (i > 0 && is_digit(line[i])) --i;
+  if (i == info - 3 || line[i] != '[' || i < 2 || line[i - 1] != ' ') return false;
+  size_t j = i - 2;  // back over ":pid:tid" to the host
+  for (int part = 0; part < 2; ++part) {
+    const size_t end = j;
+    while (j > 0 && is_digit(line[j])) --j;
+    if (j == end || j == 0 || line[j] != ':') return false;
+    --j;
+  }
+  for (; j > 0; --j)
+    if (line[j] == ' ') return false;  // more than one word: something came first
+  return info_line_is_quiet(ltrim(line.substr(info + 10)));
+}
 
 bool parse_ib_completion(LineParser& p, sv text, Layer layer) {
   auto rest = after(text, "Got completion from peer ");

@@ -126,20 +126,27 @@ void read_work(Event& e, sv msg) {
   if (auto v = int_after(msg, " ran for ")) e.set_attr("ran_for_ms", std::to_string(*v));
 }
 
+// "last enqueued [NCCL] work: N" ("Last ..." in dump-signal lines): `what` omits the first letter.
+std::optional<int64_t> work_count(sv msg, sv what) {
+  for (size_t at = find(msg, what); at != sv::npos; at = find(msg, what, at + 1)) {
+    sv t = msg.substr(at + what.size());
+    take(t, "NCCL ");
+    if (take(t, "work: ")) return take_int(t);
+  }
+  return std::nullopt;
+}
+
 // The three generations of "work S, last enqueued E, last completed C".
 bool read_status(Event& e, sv msg) {
-  std::optional<int64_t> s, enq, done;
+  auto enq = work_count(msg, "ast enqueued ");
+  auto done = enq ? work_count(msg, "ast completed ") : std::nullopt;
+  if (!enq || !done) return false;
+  std::optional<int64_t> s;
   if ((s = int_after(msg, "detected by watchdog at work: "))) {
   } else if ((s = int_after(msg, "Timeout at NCCL work: "))) {
   } else {
     s = int_after(msg, "at work sequence id: ");
   }
-  enq = int_after(msg, "last enqueued NCCL work: ");
-  if (!enq) enq = int_after(msg, "last enqueued work: ");
-  if (!enq) enq = int_after(msg, "Last enqueued NCCL work: ");
-  done = int_after(msg, "last completed NCCL work: ");
-  if (!done) done = int_after(msg, "last completed work: ");
-  if (!enq || !done) return false;
   if (s) e.keys.seq = *s;
   e.set_attr("last_enqueued", std::to_string(*enq));
   e.set_attr("last_completed", std::to_string(*done));

@@ -1,6 +1,7 @@
 #pragma once
 // Small allocation-free helpers for hand-written log parsing (no std::regex on the hot path:
 // the parsers must run at hundreds of MB/s).
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -29,36 +30,45 @@ inline sv ltrim(sv s) {
   return s;
 }
 
-inline bool starts_with(sv s, sv p) { return s.substr(0, p.size()) == p; }
-inline bool ends_with(sv s, sv p) { return s.size() >= p.size() && s.substr(s.size() - p.size()) == p; }
+// memcmp with the literal's length: the compiler turns it into a few compares.
+inline bool starts_with(sv s, sv p) { return s.size() >= p.size() && memcmp(s.data(), p.data(), p.size()) == 0; }
+inline bool ends_with(sv s, sv p) {
+  return s.size() >= p.size() && memcmp(s.data() + s.size() - p.size(), p.data(), p.size()) == 0;
+}
 
 // How common a character is in log text (lower is rarer): spaces, quotes and frequent letters make
-// poor search anchors.
-inline int anchor_cost(char c) {
-  if (c == ' ' || c == '"' || c == '\n') return 100;
-  if (c >= 'a' && c <= 'z') {
-    static const char common[] = "etaoinsrhlcd";
-    for (const char* p = common; *p; ++p)
-      if (*p == c) return 80;
-    return 50;
+// poor search anchors. A table, because find() ranks every character of its needle on each call.
+inline constexpr std::array<uint8_t, 256> kAnchorCost = [] {
+  std::array<uint8_t, 256> cost {};
+  for (int c = 0; c < 256; ++c) {
+    uint8_t v = 30;
+    if (c == ' ' || c == '"' || c == '\n') v = 100;
+    else if (c >= 'a' && c <= 'z') v = 50;
+    else if (c == ':' || c == ',' || c == '.' || c == '_' || c == '-' || c == '/' || c == '=') v = 60;
+    else if (c >= '0' && c <= '9') v = 45;
+    else if (c >= 'A' && c <= 'Z') v = 20;
+    cost[size_t(c)] = v;
   }
-  if (c == ':' || c == ',' || c == '.' || c == '_' || c == '-' || c == '/' || c == '=') return 60;
-  if (c >= '0' && c <= '9') return 45;
-  if (c >= 'A' && c <= 'Z') return 20;
-  return 30;
-}
+  for (char c : std::string_view("etaoinsrhlcd")) cost[static_cast<unsigned char>(c)] = 80;
+  return cost;
+}();
 
 // Substring search tuned for short log lines: memchr (vectorised) for the needle's least common
 // character, then memcmp. glibc's memmem pays a set-up per call that dominates on short lines.
 inline size_t find(sv hay, sv needle, size_t from = 0) {
   if (from > hay.size() || needle.size() > hay.size() - from) return sv::npos;
   if (needle.empty()) return from;
+  if (hay.size() - from >= 1024) {  // long texts (file heads, JSON): memmem's set-up pays off
+    const void* hit = memmem(hay.data() + from, hay.size() - from, needle.data(), needle.size());
+    return hit ? size_t(static_cast<const char*>(hit) - hay.data()) : sv::npos;
+  }
   // The anchor: the needle's character least common in logs and JSON.
   size_t k = 0;
   int best = 1000;
   for (size_t i = 0; i < needle.size(); ++i) {
-    int score = anchor_cost(needle[i]);
+    int score = kAnchorCost[static_cast<unsigned char>(needle[i])];
     if (score < best) best = score, k = i;
+    if (best <= 20) break;  // nothing is rarer than a capital letter
   }
   const char anchor = needle[k];
   const char* base = hay.data();
