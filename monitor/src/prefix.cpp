@@ -195,6 +195,17 @@ void take_syslog_tail(sv& s, Prefix& p) {
   s = t;
 }
 
+// Launcher tags "[rank3]:" (torchrun) and "[default0]:" (torchrun --tee); advances s.
+bool take_rank_tag(sv& s, Prefix& p) {
+  if (!starts_with(s, "[rank") && !starts_with(s, "[default")) return false;
+  sv t = s.substr(s[1] == 'r' ? 5 : 8);
+  auto r = take_uint(t);
+  if (!r || !take(t, "]:")) return false;
+  p.rank = int(*r);
+  s = ltrim(t);
+  return true;
+}
+
 }  // namespace
 
 Prefix strip_prefix(sv line, int year_hint) {
@@ -221,15 +232,7 @@ Prefix strip_prefix(sv line, int year_hint) {
         continue;
       }
     }
-    if (starts_with(s, "[rank") || starts_with(s, "[default")) {  // "[rank3]:" / "[default0]:"
-      sv t = s.substr(s[1] == 'r' ? 5 : 8);
-      auto r = take_uint(t);
-      if (r && take(t, "]:")) {
-        p.rank = int(*r);
-        s = ltrim(t);
-        continue;
-      }
-    }
+    if (take_rank_tag(s, p)) continue;
     if (s.size() > 3 && s[0] == '[' && is_digit(s[1])) {  // "[80746] " collector sequence
       sv t = s.substr(1);
       auto n = take_uint(t);
@@ -248,18 +251,10 @@ Prefix strip_prefix(sv line, int year_hint) {
     if (starts_with(s, "stdout ") || starts_with(s, "stderr ")) {  // CRI: "<time> stderr F <line>"
       s.remove_prefix(7);
       if (s.size() >= 2 && (s[0] == 'F' || s[0] == 'P') && s[1] == ' ') s.remove_prefix(2);
-      // The container's own line may carry a launcher tag.
-      if (starts_with(s, "[rank") || starts_with(s, "[default")) {
-        sv t = s.substr(s[1] == 'r' ? 5 : 8);
-        auto r = take_uint(t);
-        if (r && take(t, "]:")) {
-          p.rank = int(*r);
-          s = ltrim(t);
-        }
-      }
     } else {
       take_syslog_tail(s, p);
     }
+    take_rank_tag(s, p);  // the program's own line may carry a launcher tag
   } else if (s.size() > 5 && is_digit(s[0]) && is_digit(s[3]) && s[4] == ' ' &&
              month_from_name(s.substr(5, 3))) {  // SONiC "2025 Apr 23 09:56:10.997889 host"
     sv t = s;
@@ -271,6 +266,7 @@ Prefix strip_prefix(sv line, int year_hint) {
         p.local = true;
         s = ltrim(t);
         take_syslog_tail(s, p);
+        take_rank_tag(s, p);
       }
     }
   } else if (s.size() > 15 && month_from_name(s.substr(0, 3)) && s[3] == ' ') {  // RFC 3164
@@ -280,6 +276,7 @@ Prefix strip_prefix(sv line, int year_hint) {
       p.local = p.yearless = true;
       s = ltrim(t);
       take_syslog_tail(s, p);
+      take_rank_tag(s, p);
     }
   }
   // dmesg brackets (alone, or after "kernel:" in syslog), then caller tags.

@@ -108,6 +108,43 @@ TEST_CASE("Lines without a time are dated between their dated neighbours") {
   CHECK(retry[0]->time_confidence_s == Approx(301));
 }
 
+TEST_CASE("NCCL INFO lines: bare ones with nothing to join are skipped, prefixed ones still date") {
+  // The first three are read by the shortcut (no event); the journal-prefixed INFO line must
+  // still go through the prefix reader, because its time dates the WARN line before it.
+  auto r = parse_text(
+      "2025-03-10T10:00:00Z node7 python[1]: [rank5]:[E310 10:00:00.000000000 ProcessGroupNCCL.cpp:1] "
+      "Heartbeat monitor timed out!\n"
+      "node7:1955302:1955306 [1] NCCL INFO Channel 00/0 : 1[1] -> 2[2] via P2P/IPC/read\n"
+      "node7:1955302:1955306 [1] NCCL INFO Connected all rings\n"
+      "node7:1955302:1955306 [1] NCCL INFO NET/Plugin: Could not find: libnccl-net.so.\n"
+      "h:1:2 [0] transport/net_ib.cc:881 NCCL WARN NET/IB : Got completion from peer 1.2.3.4<5> with error 12, "
+      "opcode 0, len 0, vendor err 129\n"
+      "2025-03-10T10:10:00Z node7 python[1]: node7:1955302:1955306 [1] NCCL INFO Connected all trees\n"
+      "node7:1955302:1955306 [1] NCCL INFO Channel 00/0 : 1[2a000] -> 9[2a000] [send] via NET/IB/1\n"
+      "node7:1955302:1955306 [1] NCCL INFO comm 0x55 rank 1 nranks 16 cudaDev 1 nvmlDev 1 busId 2a000 "
+      "commId 0xacffea21b8eb6451 - Init COMPLETE\n");
+  CHECK(r.stats.recognised == r.stats.lines);
+  auto retry = kind_of(r, "retry_exceeded");
+  REQUIRE(retry.size() == 1);
+  CHECK(format_time(retry[0]->time_us) == "2025-03-10T10:05:00.000000Z");
+  auto channel = kind_of(r, "nccl_channel");
+  REQUIRE(channel.size() == 1);
+  CHECK(channel[0]->keys.rank == 1);
+  CHECK(channel[0]->keys.peer == 9);
+  CHECK(channel[0]->attr("net_dev") == "1");
+  auto init = kind_of(r, "nccl_init");
+  REQUIRE(init.size() == 1);
+  CHECK(init[0]->component.device == "0000:2a:00");
+  CHECK(init[0]->keys.comm_hash == 0xacffea21b8eb6451ULL);
+  CHECK(init[0]->attr("nranks") == "16");
+  CHECK(init[0]->attr("cuda_dev") == "1");
+  CHECK(r.events.size() == 4);  // heartbeat, retry, channel, init: nothing from the quiet lines
+  // The launcher tag is read after a syslog header too.
+  auto stuck = kind_of(r, "watchdog_stuck");
+  REQUIRE(stuck.size() == 1);
+  CHECK(stuck[0]->keys.rank == 5);
+}
+
 TEST_CASE("dmesg uptimes dated from syslog lines of the same file") {
   auto r = parse_text(
       "Mar 10 12:00:00 n kernel: [ 1000.000000] mlx5_core 0000:0c:00.0 ibp12s0: Link up\n"
