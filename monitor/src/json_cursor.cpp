@@ -9,6 +9,20 @@ void JsonCursor::ws() {
   while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
 }
 
+size_t JsonCursor::string_end(size_t start) const {
+  // memchr to each quote, then count the backslashes before it: an odd count escapes it.
+  for (size_t from = start; from < s_.size();) {
+    const void* hit = memchr(s_.data() + from, '"', s_.size() - from);
+    if (!hit) break;
+    const size_t at = size_t(static_cast<const char*>(hit) - s_.data());
+    size_t backslashes = 0;
+    while (at - backslashes > start && s_[at - backslashes - 1] == '\\') ++backslashes;
+    if (backslashes % 2 == 0) return at;
+    from = at + 1;
+  }
+  return std::string_view::npos;
+}
+
 char JsonCursor::peek() {
   ws();
   return i_ < s_.size() ? s_[i_] : '\0';
@@ -53,14 +67,15 @@ bool JsonCursor::next_member(std::string_view& key) {
   first_bits_ &= ~bit;
   ws();
   if (i_ >= s_.size() || s_[i_] != '"') return fail();
-  size_t start = ++i_;
-  while (i_ < s_.size() && s_[i_] != '"') {
-    if (s_[i_] == '\\') ++i_;
+  const size_t start = ++i_;
+  const size_t end = string_end(start);
+  if (end == std::string_view::npos) return fail();
+  key = s_.substr(start, end - start);
+  i_ = end + 1;
+  if (i_ < s_.size() && s_[i_] == ':') {  // the usual compact form
     ++i_;
+    return true;
   }
-  if (i_ >= s_.size()) return fail();
-  key = s_.substr(start, i_ - start);
-  ++i_;
   return expect(':');
 }
 
@@ -176,10 +191,9 @@ bool JsonCursor::skip() {
   if (i_ >= s_.size()) return fail();
   char c = s_[i_];
   if (c == '"') {
-    ++i_;
-    while (i_ < s_.size() && s_[i_] != '"') i_ += s_[i_] == '\\' ? 2 : 1;
-    if (i_ >= s_.size()) return fail();
-    ++i_;
+    const size_t end = string_end(i_ + 1);
+    if (end == std::string_view::npos) return fail();
+    i_ = end + 1;
     return true;
   }
   if (c == '{' || c == '[') {
@@ -188,8 +202,9 @@ bool JsonCursor::skip() {
     while (i_ < s_.size()) {
       char d = s_[i_];
       if (d == '"') {
-        ++i_;
-        while (i_ < s_.size() && s_[i_] != '"') i_ += s_[i_] == '\\' ? 2 : 1;
+        const size_t end = string_end(i_ + 1);
+        if (end == std::string_view::npos) return fail();
+        i_ = end;
       } else if (d == '{' || d == '[') {
         ++depth;
       } else if (d == '}' || d == ']') {

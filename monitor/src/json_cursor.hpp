@@ -35,6 +35,8 @@ class JsonCursor {
 
  private:
   void ws();
+  // Index of the quote that closes a string whose text starts at `start`; npos if unclosed.
+  size_t string_end(size_t start) const;
   bool fail() { return ok_ = false; }
   bool expect(char c);
   std::string_view s_;

@@ -1,6 +1,7 @@
 #include "keywords.hpp"
 
 #include <deque>
+#include <stdexcept>
 
 namespace astral::monitor {
 
@@ -130,17 +131,27 @@ void KeywordScanner::build() {
     }
   }
   trie_.clear();
+  // Row offsets instead of state numbers (see scan); the table stays small enough for uint16.
+  const size_t k = size_t(classes_);
+  if (n * k > 65535) throw std::logic_error("keyword automaton too large");
+  rows_.resize(n * k);
+  row_out_.assign(n * k, 0);
+  for (size_t i = 0; i < n * k; ++i) rows_[i] = uint16_t(delta_[i] * k);
+  for (size_t state = 0; state < n; ++state) row_out_[state * k] = out_[state];
+  delta_.clear();
+  out_.clear();
 }
 
 uint32_t KeywordScanner::scan(std::string_view line) const {
+  // The walk is one dependent load per byte; rows_ holds each next state as its row offset, so
+  // no multiply sits on that chain.
   uint32_t bits = 0;
-  size_t s = 0;
-  const size_t k = size_t(classes_);
-  const uint16_t* delta = delta_.data();
-  const uint32_t* out = out_.data();
+  uint32_t row = 0;
+  const uint16_t* rows = rows_.data();
+  const uint32_t* row_out = row_out_.data();
   for (unsigned char c : line) {
-    s = delta[s * k + class_of_[c]];
-    bits |= out[s];
+    row = rows[row + class_of_[c]];
+    bits |= row_out[row];
   }
   return bits;
 }

@@ -36,8 +36,10 @@ class KeywordScanner {
   int classes_ = 1;
   uint8_t class_of_[256] = {};
   std::vector<std::vector<int>> trie_;  // during construction: state -> class -> next (-1)
-  std::vector<uint32_t> out_;           // state -> trigger bits
-  std::vector<uint16_t> delta_;         // state * classes_ + class -> next state
+  std::vector<uint32_t> out_;           // during construction: state -> trigger bits
+  std::vector<uint16_t> delta_;         // during construction: state * classes_ + class -> next state
+  std::vector<uint16_t> rows_;          // the same, as the next state's row offset (scan)
+  std::vector<uint32_t> row_out_;       // row offset -> trigger bits of that state (scan)
 };
 
 }  // namespace astral::monitor

@@ -1,11 +1,24 @@
 #include "names.hpp"
 
-#include <cstdio>
-
 #include "text.hpp"
 
 namespace astral::monitor::names {
 using namespace text;
+
+namespace {
+// "%04x:%02x:%02x" by hand: snprintf cost more than the rest of the line that needs it.
+std::string format_pci(unsigned domain, unsigned bus, unsigned dev) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  char buf[10];
+  const unsigned fields[3][2] = {{domain, 4}, {bus, 2}, {dev, 2}};
+  size_t n = 0;
+  for (const auto& [value, width] : fields) {
+    if (n) buf[n++] = ':';
+    for (unsigned i = width; i-- > 0;) buf[n++] = kHex[(value >> (4 * i)) & 0xf];
+  }
+  return std::string(buf, n);
+}
+}  // namespace
 
 std::string canonical_pci(sv s) {
   s = trim(s);
@@ -40,9 +53,7 @@ std::string canonical_pci(sv s) {
     return {};
   }
   if (bus > 0xff || dev > 0xff) return {};
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%04x:%02x:%02x", domain, bus, dev);
-  return buf;
+  return format_pci(domain, bus, dev);
 }
 
 std::string pci_from_nccl_bus_id(sv hex) {
@@ -50,16 +61,7 @@ std::string pci_from_nccl_bus_id(sv hex) {
   auto v = take_hex(t);
   if (!v) return {};
   unsigned domain = unsigned(*v >> 20), bus = unsigned((*v >> 12) & 0xff), dev = unsigned((*v >> 4) & 0xff);
-  // "%04x:%02x:%02x" by hand: snprintf cost more than the rest of an NCCL init line.
-  static constexpr char kHex[] = "0123456789abcdef";
-  char buf[10];
-  const unsigned fields[3][2] = {{domain & 0xffff, 4}, {bus, 2}, {dev, 2}};
-  size_t n = 0;
-  for (const auto& [value, width] : fields) {
-    if (n) buf[n++] = ':';
-    for (unsigned i = width; i-- > 0;) buf[n++] = kHex[(value >> (4 * i)) & 0xf];
-  }
-  return std::string(buf, n);
+  return format_pci(domain & 0xffff, bus, dev);
 }
 
 bool is_ip_address(sv s) {

@@ -53,7 +53,9 @@ FileKind detect_file_kind(sv head, sv name) {
   if (control > sample.size() / 10 + 1) return FileKind::binary;
   if (ends_with(name, ".events.jsonl")) return FileKind::events_jsonl;
   sv t = trim(head);
-  if (t[0] == '{' || t[0] == '[') {
+  // JSON: an object, or an array of objects ("[Tue Aug 30 ..." and "[ 12.5]" are dmesg).
+  const sv after_bracket = t[0] == '[' ? ltrim(trim(t.substr(1))) : sv();
+  if (t[0] == '{' || (!after_bracket.empty() && (after_bracket[0] == '{' || after_bracket[0] == ']'))) {
     if ((contains(t, "\"entries\"") || contains(t, "'entries'")) &&
         (contains(t, "collective_seq_id") || contains(t, "pg_config") || contains(t, "pg_status") ||
          contains(t, "\"version\"") || contains(t, "'version'")))

@@ -226,8 +226,8 @@ Match mlx5_line(LineParser& p, sv body, size_t at) {
   const size_t before = probe.size();
   sv addr = take_pci_token(probe);
   const bool ended_by_colon = before - probe.size() > addr.size();
-  if (addr.size() >= 7 && !names::canonical_pci(addr).empty() && addr.find(':') != sv::npos) {
-    bdf = names::canonical_pci(addr);
+  if (addr.size() >= 7 && addr.find(':') != sv::npos) bdf = names::canonical_pci(addr);
+  if (!bdf.empty()) {
     t = probe;
     if (!ended_by_colon) {  // "0000:04:00.0 enp4s0f0np0: Link up"
       t = ltrim(t);

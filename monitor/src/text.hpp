@@ -100,12 +100,14 @@ std::string to_lower(sv s);
 
 // Parse an unsigned decimal at the front of s; advances s. nullopt (s unchanged) if no digit.
 inline std::optional<int64_t> take_uint(sv& s) {
-  size_t i = 0;
+  const char* const begin = s.data();
+  const char* const end = begin + s.size();
+  const char* p = begin;
   int64_t v = 0;
-  while (i < s.size() && is_digit(s[i]) && i < 18) v = v * 10 + (s[i++] - '0');
-  if (i == 0) return std::nullopt;
-  while (i < s.size() && is_digit(s[i])) ++i;  // absurdly long: keep the prefix value
-  s.remove_prefix(i);
+  for (; p != end && unsigned(*p - '0') < 10; ++p)
+    if (p - begin < 18) v = v * 10 + (*p - '0');  // absurdly long: keep the prefix value
+  if (p == begin) return std::nullopt;
+  s.remove_prefix(size_t(p - begin));
   return v;
 }
 inline std::optional<int64_t> take_int(sv& s) {
