@@ -5,8 +5,22 @@
 
 namespace astral::monitor {
 
-void JsonCursor::ws() {
-  while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
+bool JsonCursor::separator(char close) {
+  ws();
+  if (i_ >= s_.size()) return fail();
+  if (s_[i_] == close) {
+    ++i_;
+    --depth_;
+    return false;
+  }
+  const uint64_t bit = uint64_t(1) << depth_;
+  if (!(first_bits_ & bit)) {
+    if (s_[i_] != ',') return fail();
+    ++i_;
+    ws();
+  }
+  first_bits_ &= ~bit;
+  return true;
 }
 
 size_t JsonCursor::string_end(size_t start) const {
@@ -55,17 +69,7 @@ bool JsonCursor::enter_array() {
 }
 
 bool JsonCursor::next_member(std::string_view& key) {
-  if (!ok_) return false;
-  ws();
-  if (i_ < s_.size() && s_[i_] == '}') {
-    ++i_;
-    --depth_;
-    return false;
-  }
-  const uint64_t bit = uint64_t(1) << depth_;
-  if (!(first_bits_ & bit) && !expect(',')) return false;
-  first_bits_ &= ~bit;
-  ws();
+  if (!ok_ || !separator('}')) return false;
   if (i_ >= s_.size() || s_[i_] != '"') return fail();
   const size_t start = ++i_;
   const size_t end = string_end(start);
@@ -79,19 +83,7 @@ bool JsonCursor::next_member(std::string_view& key) {
   return expect(':');
 }
 
-bool JsonCursor::next_element() {
-  if (!ok_) return false;
-  ws();
-  if (i_ < s_.size() && s_[i_] == ']') {
-    ++i_;
-    --depth_;
-    return false;
-  }
-  const uint64_t bit = uint64_t(1) << depth_;
-  if (!(first_bits_ & bit) && !expect(',')) return false;
-  first_bits_ &= ~bit;
-  return true;
-}
+bool JsonCursor::next_element() { return ok_ && separator(']'); }
 
 bool JsonCursor::read_string(std::string& out) {
   ws();

@@ -34,7 +34,14 @@ class JsonCursor {
   char peek();
 
  private:
-  void ws();
+  void ws() {  // compact JSON (what dumps are) has none: one compare on the usual path
+    while (i_ < s_.size() && static_cast<unsigned char>(s_[i_]) <= ' ' &&
+           (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r'))
+      ++i_;
+  }
+  // Before the next member/element: false (and leaves the level) at `close`; fails on a
+  // missing ',' between items.
+  bool separator(char close);
   // Index of the quote that closes a string whose text starts at `start`; npos if unclosed.
   size_t string_end(size_t start) const;
   bool fail() { return ok_ = false; }

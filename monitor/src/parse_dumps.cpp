@@ -47,6 +47,21 @@ std::string pg_key(const std::string& name, const std::string& desc) {
   return desc.empty() ? name : name + "(" + desc + ")";
 }
 
+// "name(desc)" from a raw process_group value: ["0", "default_pg"] or a plain "name".
+std::string process_group_name(sv raw) {
+  JsonCursor c(raw);
+  std::string name, desc;
+  if (c.peek() == '[') {
+    c.enter_array();
+    if (c.next_element()) c.read_string(name);
+    if (c.next_element()) c.read_string(desc);
+    while (c.next_element()) c.skip();
+    return pg_key(name, desc);
+  }
+  c.read_string(name);
+  return name;
+}
+
 // Rank of a Flight Recorder dump: the trailing integer of its file name (as torchfrtrace does).
 int rank_from_file_name(sv name) {
   size_t slash = name.find_last_of('/');
@@ -61,32 +76,63 @@ int rank_from_file_name(sv name) {
   return v ? int(*v) : -1;
 }
 
-bool read_entry(JsonCursor& c, FrEntry& e) {
+// One entry of "entries". `previous_pg` is the raw process_group of the entry before: entries
+// repeat it, and building "name(desc)" for each was a good part of reading a dump.
+bool read_entry(JsonCursor& c, FrEntry& e, const FrEntry* previous, sv& previous_pg) {
   if (!c.enter_object()) return false;
   sv key;
   while (c.next_member(key)) {
-    if (key == "process_group") {
-      if (c.peek() == '[') {
-        std::string name, desc;
-        c.enter_array();
-        if (c.next_element()) c.read_string(name);
-        if (c.next_element()) c.read_string(desc);
-        while (c.next_element()) c.skip();
-        e.pg = pg_key(name, desc);
-      } else {
-        c.read_string(e.pg);
-      }
-    } else if (key == "pg_id") c.read_int(e.pg_id);
-    else if (key == "collective_seq_id") c.read_int(e.seq);
-    else if (key == "profiling_name") c.read_string(e.op);
-    else if (key == "state") c.read_string(e.state);
-    else if (key == "time_created_ns") c.read_int(e.created_ns);
-    else if (key == "time_discovered_completed_ns") c.read_int(e.completed_ns);
-    else if (key == "duration_ms") c.read_number(e.duration_ms);
-    else if (key == "retired") e.retired = std::string(c.raw_value());
-    else if (key == "is_p2p") c.read_bool(e.is_p2p);
-    else if (key == "input_sizes") e.input_sizes = std::string(c.raw_value());
-    else c.skip();
+    // Dispatch on the length first: most keys are rejected without comparing text.
+    switch (key.size()) {
+      case 5:
+        if (key == "pg_id") c.read_int(e.pg_id);
+        else if (key == "state") c.read_string(e.state);
+        else c.skip();
+        break;
+      case 6:
+        if (key == "is_p2p") c.read_bool(e.is_p2p);
+        else c.skip();
+        break;
+      case 7:
+        if (key == "retired") e.retired = std::string(c.raw_value());
+        else c.skip();
+        break;
+      case 11:
+        if (key == "duration_ms") c.read_number(e.duration_ms);
+        else if (key == "input_sizes") e.input_sizes = std::string(c.raw_value());
+        else c.skip();
+        break;
+      case 13:
+        if (key == "process_group") {
+          sv raw = c.raw_value();
+          if (previous && raw == previous_pg) {
+            e.pg = previous->pg;
+          } else {
+            e.pg = process_group_name(raw);
+            previous_pg = raw;
+          }
+        } else {
+          c.skip();
+        }
+        break;
+      case 14:
+        if (key == "profiling_name") c.read_string(e.op);
+        else c.skip();
+        break;
+      case 15:
+        if (key == "time_created_ns") c.read_int(e.created_ns);
+        else c.skip();
+        break;
+      case 17:
+        if (key == "collective_seq_id") c.read_int(e.seq);
+        else c.skip();
+        break;
+      case 28:
+        if (key == "time_discovered_completed_ns") c.read_int(e.completed_ns);
+        else c.skip();
+        break;
+      default: c.skip();
+    }
   }
   return c.ok();
 }
@@ -104,9 +150,10 @@ bool read_fr_fast(sv text, FrDump& d) {
       d.rank = int(r);
     } else if (key == "entries") {
       if (!c.enter_array()) return false;
+      sv previous_pg;
       while (c.next_element()) {
         FrEntry e;
-        if (!read_entry(c, e)) return false;
+        if (!read_entry(c, e, d.entries.empty() ? nullptr : &d.entries.back(), previous_pg)) return false;
         d.entries.push_back(std::move(e));
       }
     } else if (key == "pg_status") {
