@@ -168,7 +168,7 @@ void LineParser::feed(sv raw) {
   // NCCL INFO lines (most of a job log) need no keyword scan: their recogniser reads them by
   // structure. Everything else is scanned once for the trigger words of every format.
   const size_t info = find(raw.substr(0, 160), "NCCL INFO ");
-  if (info != sv::npos && is_quiet_nccl_info(raw, info)) {
+  if (info != sv::npos && is_quiet_nccl_info(raw, info, channel_lines)) {
     ++out_.stats.recognised;
     return;
   }

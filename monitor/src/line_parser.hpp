@@ -4,6 +4,8 @@
 // claims it; a recogniser returns Match::none when the line is not its format, Match::known when
 // it understood the line (with or without an event) and Match::damaged when the line starts like
 // its format but cannot be read.
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,6 +18,21 @@
 namespace astral::monitor {
 
 enum class Match { none, known, damaged };
+
+// The last few keys seen, without allocating: a filter in front of exact de-duplication.
+class RecentKeys {
+ public:
+  bool insert(uint64_t key) {  // false when already present
+    for (size_t i = 0; i < std::min(next_, keys_.size()); ++i)
+      if (keys_[i] == key) return false;
+    keys_[next_++ % keys_.size()] = key;
+    return true;
+  }
+
+ private:
+  std::array<uint64_t, 16> keys_ {};
+  size_t next_ = 0;
+};
 
 class LineParser {
  public:
@@ -46,6 +63,7 @@ class LineParser {
   // Small state some recognisers keep between lines.
   std::unordered_set<std::string> seen;  // de-duplication of repeated facts
   std::unordered_set<uint64_t> seen_ids;  // the same, by hash (NCCL channels, the most repeated)
+  RecentKeys channel_lines;  // NET channel lines read in full lately (is_quiet_nccl_info)
   int ras_section = 0;                   // NCCL RAS text: 1 errors, 2 warnings
   std::string ras_status;                // DEAD / MISMATCH / INCOMPLETE ... of the current block
   std::string ras_comm;                  // "(27a079b828ff1a75)" of the current block
@@ -98,8 +116,9 @@ Match recognise_switch(LineParser&, std::string_view body);
 Match recognise_bmc(LineParser&, std::string_view body);
 Match recognise_ras_text(LineParser&, std::string_view body);
 // True when `line` is a bare "host:pid:tid [dev] NCCL INFO ..." line (the marker at `info`) that
-// recognise_nccl would read without an event: most of a job log, skipped without the full path.
-bool is_quiet_nccl_info(std::string_view line, size_t info);
+// recognise_nccl would read without an event (most of a job log): it is skipped without the full
+// path. `channel_lines` remembers the NET channel lines already read in full.
+bool is_quiet_nccl_info(std::string_view line, size_t info, RecentKeys& channel_lines);
 // NCCL's IB completion error text anywhere in `text` (also inside PyTorch exceptions).
 bool parse_ib_completion(LineParser&, std::string_view text, Layer layer);
 

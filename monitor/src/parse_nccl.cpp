@@ -16,14 +16,20 @@ namespace {
 
 struct NcclHeader {
   sv host;
-  int64_t pid = -1;
-  int64_t tid = -1;
-  int dev = -1;
+  sv pid;  // digits as written; empty when the line has no "host:pid:tid" origin
+  sv dev;  // "[dev]" digits; empty when absent
   sv level;  // INFO WARN TRACE CALL version
   sv msg;
 };
 
-// Finds "NCCL <LEVEL> " and reads "host:pid:tid [dev] ..." before it when present.
+bool all_digits(sv s) {
+  for (char c : s)
+    if (!is_digit(c)) return false;
+  return !s.empty();
+}
+
+// Finds "NCCL <LEVEL> " and reads "host:pid:tid [dev] ..." before it when present. The numbers
+// stay text: most lines never make an event that would need them.
 bool read_header(sv body, NcclHeader& h) {
   size_t k = 0;
   if (!starts_with(body, "NCCL ")) {
@@ -46,25 +52,22 @@ bool read_header(sv body, NcclHeader& h) {
     size_t c1 = first.rfind(':', c2 - 1);
     if (c1 != sv::npos) {
       sv pid = first.substr(c1 + 1, c2 - c1 - 1), tid = first.substr(c2 + 1);
-      auto p = take_uint(pid);
-      auto q = take_uint(tid);
-      if (p && q && pid.empty() && tid.empty()) {
+      if (all_digits(pid) && all_digits(tid)) {
         h.host = first.substr(0, c1);
-        h.pid = *p;
-        h.tid = *q;
+        h.pid = pid;
       }
     }
   }
   t = ltrim(t);
   if (take(t, '[')) {
-    auto d = take_uint(t);
-    if (d && take(t, ']')) h.dev = int(*d);
+    sv d = take_until(t, "]");
+    if (all_digits(d) && take(t, ']')) h.dev = d;
   }
   return true;
 }
 
 std::string pid_key(const NcclHeader& h, sv host) {
-  return std::string(host) + ":" + std::to_string(h.pid);
+  return std::string(host) + ":" + std::string(h.pid.empty() ? sv("-1") : h.pid);
 }
 
 void stamp(Event& e, const NcclHeader& h) {
@@ -73,8 +76,8 @@ void stamp(Event& e, const NcclHeader& h) {
     if (e.component.kind != ComponentKind::switch_ && e.component.kind != ComponentKind::switch_port)
       e.component.host = e.host;
   }
-  if (h.pid >= 0) e.set_attr("pid", std::to_string(h.pid));
-  if (h.dev >= 0) e.set_attr("cuda_dev", std::to_string(h.dev));
+  if (!h.pid.empty()) e.set_attr("pid", std::string(h.pid));
+  if (!h.dev.empty()) e.set_attr("cuda_dev", std::string(h.dev));
 }
 
 // "... comm 0x.. rank R nranks N cudaDev d nvmlDev n busId b commId 0x.. - Init COMPLETE", read
@@ -143,8 +146,8 @@ Match channel_line(LineParser& p, const NcclHeader& h, sv msg) {
   int local = receive ? int(*dst) : send ? int(*src) : -1;
   int peer = receive ? int(*src) : send ? int(*dst) : -1;
   // One event per (process, rank, NET device, direction): channels repeat the same facts.
-  uint64_t key = std::hash<sv>{}(h.host.empty() ? p.host() : h.host);
-  for (int64_t part : {h.pid, int64_t(local), int64_t(*netdev), int64_t(receive)})
+  uint64_t key = std::hash<sv>{}(h.host.empty() ? p.host() : h.host) ^ (std::hash<sv>{}(h.pid) << 1);
+  for (int64_t part : {int64_t(local), int64_t(*netdev), int64_t(receive)})
     key = (key ^ uint64_t(part)) * 1099511628211ULL;
   if (!p.seen_ids.insert(key).second) return Match::known;
   Event& e = p.emit(Layer::nccl, Severity::debug, "nccl_channel", ComponentKind::nic, msg);
@@ -302,7 +305,7 @@ Match info_line(LineParser& p, const NcclHeader& h, sv msg) {
 
 }  // namespace
 
-bool is_quiet_nccl_info(sv line, size_t info) {
+bool is_quiet_nccl_info(sv line, size_t info, RecentKeys& channel_lines) {
   // Only "host:pid:tid [dev] " before the marker, so no collector prefix (no time, no rank tag)
   // that the full path would have to read: a letter first, one word of two ':'-separated
   // numbers, then "[digits] ".
@@ -319,7 +322,17 @@ bool is_quiet_nccl_info(sv line, size_t info) {
   }
   for (; j > 0; --j)
     if (line[j] == ' ') return false;  // more than one word: something came first
-  return info_line_is_quiet(ltrim(line.substr(info + 10)));
+  const sv msg = ltrim(line.substr(info + 10));
+  if (info_line_is_quiet(msg)) return true;
+  // A NET channel line repeats for every channel with only "Channel NN/M" changing; the first
+  // of each kind is read (channel_line keeps one event per rank, device and direction).
+  if (starts_with(msg, "Channel ")) {
+    const size_t colon = msg.find(" : ");
+    if (colon == sv::npos) return false;
+    const uint64_t key = std::hash<sv>{}(line.substr(0, info)) * 31 + std::hash<sv>{}(msg.substr(colon));
+    return !channel_lines.insert(key);
+  }
+  return false;
 }
 
 bool parse_ib_completion(LineParser& p, sv text, Layer layer) {
