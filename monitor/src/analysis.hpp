@@ -100,6 +100,7 @@ struct Candidate {
   std::set<int> ranks;
   std::string group;  // physical identity shared by alternatives (a cable, a GPU)
   bool job_related = true;
+  std::vector<Component> also_suspect;  // alternatives folded into this one (same evidence)
 };
 
 // Independent pieces of evidence combined: 1 - prod(1 - w); remembers the strongest one's fault.

@@ -78,7 +78,16 @@ RootCause to_root_cause(const Candidate& c, const Bundle& b, const Symptoms& s, 
     rc.window_end_us = std::max(rc.window_end_us, s.last_symptom_us);
   }
   rc.blast = blast_of(c, s, job);
+  rc.also_suspect = c.also_suspect;
   return rc;
+}
+
+// True when every piece of `c`'s evidence is also `leader`'s: c is another reading of the
+// same observations, not a second hypothesis.
+bool same_evidence(const Candidate& c, const Candidate& leader) {
+  std::set<size_t> lead;
+  for (const auto& [event, why] : leader.evidence) lead.insert(event);
+  return std::all_of(c.evidence.begin(), c.evidence.end(), [&](const auto& e) { return lead.count(e.first) > 0; });
 }
 
 Incident describe(const Symptoms& s, const JobModel& job) {
@@ -144,12 +153,24 @@ Diagnosis diagnose(Bundle& b, const DiagnoseOptions& o) {
     }
   }
   std::stable_sort(all.begin(), all.end(), [](const Candidate& x, const Candidate& y) { return x.score > y.score; });
-  // The best reading of each physical thing leads; its other readings follow at lower confidence.
-  std::map<std::string, double> best_of_group;
+  // The best reading of each physical thing leads. Its other readings on the same evidence are
+  // folded into it (named, not ranked again); readings with evidence of their own follow at
+  // lower confidence.
+  std::map<std::string, size_t> leader_of_group;
+  std::vector<Candidate> ranked;
   for (Candidate& c : all) {
-    auto [it, fresh] = best_of_group.emplace(c.group, c.score);
-    if (!fresh) c.score = std::min(c.score, it->second * 0.6);
+    auto [it, fresh] = leader_of_group.emplace(c.group, ranked.size());
+    if (!fresh) {
+      Candidate& leader = ranked[it->second];
+      if (!c.group.empty() && same_evidence(c, leader)) {
+        if (c.component != leader.component) leader.also_suspect.push_back(c.component);
+        continue;
+      }
+      c.score = std::min(c.score, leader.score * 0.6);
+    }
+    ranked.push_back(std::move(c));
   }
+  all = std::move(ranked);
   std::stable_sort(all.begin(), all.end(), [](const Candidate& x, const Candidate& y) { return x.score > y.score; });
   const bool judge_job = s.any || !job.has_job_logs;
   for (const Candidate& c : all) {

@@ -42,12 +42,27 @@ nlohmann::json cause_json(const RootCause& rc, const Bundle& b) {
     ev.push_back(std::move(x));
   }
   j["evidence"] = std::move(ev);
+  if (!rc.also_suspect.empty()) {
+    nlohmann::json also = nlohmann::json::array();
+    for (const Component& c : rc.also_suspect) also.push_back(component_json(c));
+    j["also_suspect"] = std::move(also);
+  }
   j["blast_radius"] = {{"ranks", rc.blast.ranks.size()},
                        {"rank_list", compress_ranks(rc.blast.ranks)},
                        {"hosts", rc.blast.hosts},
                        {"process_groups", rc.blast.process_groups},
                        {"communicators", rc.blast.communicators}};
   return j;
+}
+
+// "link node0036 mlx5_5 <-> r5-01 4", "switch_port r5-01 4", "gpu node7 0000:18:00"
+std::string describe(const Component& c) {
+  std::string out(to_string(c.kind));
+  for (const std::string* part : {&c.host, &c.device})
+    if (!part->empty()) out += " " + *part;
+  if (!c.switch_name.empty()) out += std::string(c.host.empty() ? " " : " <-> ") + c.switch_name + " " + c.port;
+  if (c.rank >= 0) out += " rank " + std::to_string(c.rank);
+  return out;
 }
 
 std::string clock(int64_t t) {
@@ -126,6 +141,7 @@ std::string to_text(const Diagnosis& d, const Bundle& b) {
     out += buf;
     out += "    " + rc.summary + "\n";
     out += "    window " + clock(rc.window_start_us) + " .. " + clock(rc.window_end_us) + "\n";
+    for (const Component& c : rc.also_suspect) out += "    also suspect (same evidence): " + describe(c) + "\n";
     if (!rc.blast.ranks.empty())
       out += "    blast radius: " + std::to_string(rc.blast.ranks.size()) + " ranks (" + compress_ranks(rc.blast.ranks) +
              ") on " + std::to_string(rc.blast.hosts.size()) + " hosts\n";

@@ -51,6 +51,15 @@ TEST_CASE("Incident: RoCE NIC down seen by kernel, switch and NCCL (container ho
   CHECK(kernel);
   CHECK(sw);
   CHECK(nccl);
+  // The cable is named with the NIC, not ranked again on the same lines.
+  REQUIRE(top.also_suspect.size() == 1);
+  CHECK(top.also_suspect[0].kind == ComponentKind::link);
+  CHECK(top.also_suspect[0].host == "gpu-a");
+  CHECK(!top.also_suspect[0].switch_name.empty());
+  for (size_t i = 1; i < d.root_causes.size(); ++i) {
+    CHECK(d.root_causes[i].component.kind != ComponentKind::link);
+    CHECK_FALSE((d.root_causes[i].component.host == "gpu-a" && d.root_causes[i].component.device == "mlx5_4"));
+  }
   CHECK(d.incident.present);
   CHECK(d.incident.seq == 120049);
   CHECK(d.incident.op == "ALLREDUCE");
@@ -95,6 +104,8 @@ TEST_CASE("JSON report: root_causes first-class with component, confidence, evid
   CHECK(rc["component"]["kind"] == "nic");
   CHECK(rc["component"]["host"] == "gpu-a");
   CHECK(rc["confidence"].get<double>() > 0.8);
+  REQUIRE(rc.contains("also_suspect"));
+  CHECK(rc["also_suspect"][0]["kind"] == "link");
   REQUIRE(rc["evidence"].size() > 0);
   CHECK(rc["evidence"][0].contains("file"));
   CHECK(rc["evidence"][0]["line"].get<int>() > 0);

@@ -44,6 +44,9 @@ struct RootCause {
   int64_t window_end_us = kUnknownTime;
   std::vector<Evidence> evidence;
   BlastRadius blast;
+  // The same physical thing read as its other parts (the cable of a failed NIC, the NIC of a
+  // flapping link), for operators who replace by kind: the evidence above supports them too.
+  std::vector<Component> also_suspect;
 };
 
 struct Incident {
