@@ -164,7 +164,9 @@ ParseResult parse_file(const std::string& path, const ParseOptions& options) {
   size_t got = read_some(fd, block, kBlock, path);
   const FileKind kind = detect_file_kind(sv(block, std::min<size_t>(got, 65536)), path);
   if (kind != FileKind::text_log) {
-    // Structured files are read whole (they are small next to the logs).
+    // Structured files are read whole (they are small next to the logs); a pipe may deliver a
+    // short first read, so the block is filled until end of file.
+    for (size_t more = 1; got < kBlock && more > 0; got += more) more = read_some(fd, block + got, kBlock - got, path);
     if (got < kBlock) return parse_buffer(sv(block, got), kind, options);
     std::string whole(block, got);
     while ((got = read_some(fd, block, kBlock, path)) > 0) whole.append(block, got);

@@ -56,7 +56,7 @@ nlohmann::json cause_json(const RootCause& rc, const Bundle& b) {
 }
 
 // "link node0036 mlx5_5 <-> r5-01 4", "switch_port r5-01 4", "gpu node7 0000:18:00"
-std::string describe(const Component& c) {
+std::string component_text(const Component& c) {
   std::string out(to_string(c.kind));
   for (const std::string* part : {&c.host, &c.device})
     if (!part->empty()) out += " " + *part;
@@ -141,7 +141,7 @@ std::string to_text(const Diagnosis& d, const Bundle& b) {
     out += buf;
     out += "    " + rc.summary + "\n";
     out += "    window " + clock(rc.window_start_us) + " .. " + clock(rc.window_end_us) + "\n";
-    for (const Component& c : rc.also_suspect) out += "    also suspect (same evidence): " + describe(c) + "\n";
+    for (const Component& c : rc.also_suspect) out += "    also suspect (same evidence): " + component_text(c) + "\n";
     if (!rc.blast.ranks.empty())
       out += "    blast radius: " + std::to_string(rc.blast.ranks.size()) + " ranks (" + compress_ranks(rc.blast.ranks) +
              ") on " + std::to_string(rc.blast.hosts.size()) + " hosts\n";
