@@ -117,8 +117,10 @@ HttpResult HttpFetcher::send(const std::string& method, const std::string& uri,
   HttpResult r;
   bool relogged = false;
   for (int attempt = 0;; ++attempt) {
-    auto remaining = duration_cast<milliseconds>(deadline_ - steady_clock::now());
-    if (remaining.count() <= 0) {
+    // One test of the deadline for every caller (out_of_time), and no request with a timeout
+    // rounded down to nothing.
+    const auto remaining = ceil<milliseconds>(deadline_ - steady_clock::now());
+    if (out_of_time() || remaining.count() <= 0) {
       r.status = 0;
       r.error = fmt::format("deadline of {} ms for this endpoint exceeded", options_.deadline.count());
       return r;

@@ -34,11 +34,7 @@ const json* Walker::get(const std::string& uri_in) {
     return nullptr;
   }
   if (fetch_.out_of_time()) {
-    if (!bound_reported_) {
-      emit_.finding({}, "deadline", "endpoint deadline reached; the rest of the service was not read");
-      bound_reported_ = true;
-    }
-    complete_ = false;
+    report_deadline();
     return nullptr;
   }
   Fetched f = fetch_.get(uri);
@@ -47,6 +43,8 @@ const json* Walker::get(const std::string& uri_in) {
     complete_ = false;
     if (f.malformed) emit_.snapshot().count_quirk("malformed_json");
     emit_.finding(entity_id(uri), f.malformed ? "malformed_json" : "http", f.error);
+    // The deadline may run out during this request rather than before the next one.
+    if (fetch_.out_of_time()) report_deadline();
     return nullptr;
   }
   if (!f.body.is_object()) {
@@ -57,6 +55,14 @@ const json* Walker::get(const std::string& uri_in) {
   }
   auto [it, _] = cache_.emplace(uri, std::move(f.body));
   return &it->second;
+}
+
+void Walker::report_deadline() {
+  if (!bound_reported_) {
+    emit_.finding({}, "deadline", "endpoint deadline reached; the rest of the service was not read");
+    bound_reported_ = true;
+  }
+  complete_ = false;
 }
 
 std::vector<std::reference_wrapper<const json>> Walker::members(const std::string& uri) {

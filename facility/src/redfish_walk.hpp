@@ -32,6 +32,7 @@ class Walker {
   // Resources are cached for the crawl and handed out by pointer (payloads can be large).
   const json* get(const std::string& uri);
   std::vector<std::reference_wrapper<const json>> members(const std::string& collection_uri);
+  void report_deadline();  // once per crawl; marks it incomplete
 
   void chassis(const json& c);
   bool power_subsystem(const std::string& uri, const std::string& chassis_uri, const Target& chassis);
