@@ -6,13 +6,9 @@
 namespace astral::monitor {
 
 namespace {
-struct Word {
-  std::string_view text;
-  uint32_t bits;
-};
 
 // Every word that can start a recogniser's work. A line with none of them is unknown at once.
-constexpr Word kWords[] = {
+constexpr Keyword kWords[] = {
     {" NCCL ", kNcclMark},
     {"NCCL ", kNcclMark},
     {"Got completion from peer", kGotCompletion | kNetIb},
@@ -73,18 +69,18 @@ constexpr Word kWords[] = {
 }  // namespace
 
 const KeywordScanner& KeywordScanner::instance() {
-  static const KeywordScanner scanner;
+  static const KeywordScanner scanner(kWords);
   return scanner;
 }
 
-KeywordScanner::KeywordScanner() {
+KeywordScanner::KeywordScanner(std::span<const Keyword> words) {
   // Byte classes: each byte that occurs in a word gets its own class; all others share class 0.
-  for (const Word& w : kWords)
+  for (const Keyword& w : words)
     for (unsigned char c : w.text)
       if (!class_of_[c]) class_of_[c] = uint8_t(classes_++);
   trie_.push_back(std::vector<int>(size_t(classes_), -1));
   out_.push_back(0);
-  for (const Word& w : kWords) add(w.text, w.bits);
+  for (const Keyword& w : words) add(w.text, w.bits);
   build();
 }
 

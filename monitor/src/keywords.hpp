@@ -3,6 +3,7 @@
 // over the trigger words of every format). Without it each line paid for dozens of substring
 // searches; with it an unknown line costs one table walk.
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -24,13 +25,22 @@ enum Trigger : uint32_t {
   kSairedis = 1u << 11,       // "|port_state_change|"
 };
 
+// A word and the bits its presence sets.
+struct Keyword {
+  std::string_view text;
+  uint32_t bits;
+};
+
 class KeywordScanner {
  public:
+  // The trigger words of every line format (Trigger bits).
   static const KeywordScanner& instance();
-  uint32_t scan(std::string_view line) const;
+  // Any word list (at most a few hundred characters in all): one pass finds all of them.
+  explicit KeywordScanner(std::span<const Keyword> words);
+  // OR of the bits of every word that occurs in `text`.
+  uint32_t scan(std::string_view text) const;
 
  private:
-  KeywordScanner();
   void add(std::string_view word, uint32_t bits);
   void build();
   int classes_ = 1;

@@ -3,6 +3,7 @@
 // process crashes, OOM kills, machine checks and reboots.
 #include <string>
 
+#include "keywords.hpp"
 #include "line_parser.hpp"
 #include "names.hpp"
 #include "text.hpp"
@@ -215,6 +216,48 @@ Match aer_line(LineParser& p, sv body) {
 
 // mlx5_core messages: "mlx5_core 0000:04:00.0 enp4s0f0np0: Link down",
 // "mlx5_core 0000:5c:00.0: mlx5_port_module_event:1131:(pid 0): Port module event[error]: ...".
+// Phrases of mlx5 messages (matched in lower case), by what they make of the line.
+enum Mlx5Word : uint32_t {
+  kAccessReg = 1u << 0,          // ACCESS_REG / mlx5_cmd_out_err: counter reads, benign
+  kModuleEvent = 1u << 1,        // "Port module event"
+  kModuleError = 1u << 2,        // a module event that is a fault
+  kUnplugged = 1u << 3,          // a module event that is a removal
+  kInsufficientPower = 1u << 4,
+  kHighTemperature = 1u << 5,    // also a module fault
+  kHealth = 1u << 6,
+  kHealthBad = 1u << 7,          // with kHealth: the health poller gave up
+  kTimeout = 1u << 8,
+  kFatal = 1u << 9,              // also makes a health line bad
+};
+
+const KeywordScanner& mlx5_words() {
+  static constexpr Keyword kPhrases[] = {
+      {"access_reg", kAccessReg},
+      {"mlx5_cmd_out_err", kAccessReg},
+      {"module event", kModuleEvent},
+      {"[error]", kModuleError},
+      {"cable error", kModuleError},
+      {"high temperature", kModuleError | kHighTemperature},
+      {"bad or shorted", kModuleError},
+      {"fec sync loss", kModuleError},
+      {"no carrier", kModuleError},
+      {"unplugged", kUnplugged},
+      {"disabled", kUnplugged},
+      {"insufficient power", kInsufficientPower},
+      {"health", kHealth},
+      {"compromised", kHealthBad},
+      {"aborted", kHealthBad},
+      {"failed", kHealthBad},
+      {"recovery", kHealthBad},
+      {"fatal", kFatal | kHealthBad},
+      {"internal error", kFatal},
+      {"syndrome", kFatal},
+      {"timeout", kTimeout},
+  };
+  static const KeywordScanner scanner(kPhrases);
+  return scanner;
+}
+
 Match mlx5_line(LineParser& p, sv body, size_t at) {
   sv t = body.substr(at);
   sv driver = take_until(t, " :");
@@ -254,7 +297,8 @@ Match mlx5_line(LineParser& p, sv body, size_t at) {
     return e;
   };
   std::string low = to_lower(msg);
-  if (contains(low, "access_reg") || contains(low, "mlx5_cmd_out_err")) return Match::known;  // benign, counter reads
+  const uint32_t w = mlx5_words().scan(low);  // one pass instead of a search per phrase
+  if (w & kAccessReg) return Match::known;  // benign, counter reads
   if (low == "link down" || starts_with(low, "link down")) {
     nic_event(Severity::error, "nic_link_down", ComponentKind::port);
     return Match::known;
@@ -263,10 +307,9 @@ Match mlx5_line(LineParser& p, sv body, size_t at) {
     nic_event(Severity::info, "nic_link_up", ComponentKind::port);
     return Match::known;
   }
-  if (contains(low, "module event") || module_func) {
-    bool error = contains(low, "[error]") || contains(low, "cable error") || contains(low, "high temperature") ||
-                 contains(low, "bad or shorted") || contains(low, "fec sync loss") || contains(low, "no carrier");
-    bool unplugged = contains(low, "unplugged") || contains(low, "disabled");
+  if ((w & kModuleEvent) || module_func) {
+    bool error = (w & kModuleError);
+    bool unplugged = (w & kUnplugged);
     Event& e = nic_event(error ? Severity::error : unplugged ? Severity::warning : Severity::info,
                          "optic_event", ComponentKind::optic);
     for (size_t at = low.find("module "); at != std::string::npos; at = low.find("module ", at + 1)) {
@@ -279,24 +322,23 @@ Match mlx5_line(LineParser& p, sv body, size_t at) {
     e.set_attr("status", std::string(trim(msg.substr(msg.find(',') == sv::npos ? 0 : msg.find(',') + 1))));
     return Match::known;
   }
-  if (contains(low, "insufficient power")) {
+  if ((w & kInsufficientPower)) {
     nic_event(Severity::error, "nic_power", ComponentKind::nic);
     return Match::known;
   }
-  if (contains(low, "high temperature")) {
+  if ((w & kHighTemperature)) {
     nic_event(Severity::warning, "nic_temperature", ComponentKind::nic);
     return Match::known;
   }
-  if (contains(low, "health") && (contains(low, "compromised") || contains(low, "aborted") || contains(low, "fatal") ||
-                                  contains(low, "failed") || contains(low, "recovery"))) {
+  if ((w & kHealth) && (w & kHealthBad)) {
     nic_event(Severity::critical, "nic_health", ComponentKind::nic);
     return Match::known;
   }
-  if (contains(low, "timeout") && !contains(low, "access_reg")) {
+  if ((w & kTimeout)) {
     nic_event(Severity::error, "nic_command_timeout", ComponentKind::nic);
     return Match::known;
   }
-  if (contains(low, "fatal") || contains(low, "internal error") || contains(low, "syndrome")) {
+  if ((w & kFatal)) {
     nic_event(Severity::critical, "nic_fatal", ComponentKind::nic);
     return Match::known;
   }
