@@ -52,14 +52,14 @@ int64_t Event::attr_int(std::string_view key, int64_t fallback) const {
   return n ? *n : fallback;
 }
 
-void Event::set_attr(std::string key, std::string value) {
+void Event::set_attr(std::string_view key, std::string value) {
   for (auto& [k, v] : attrs)
     if (k == key) {
       v = std::move(value);
       return;
     }
   if (attrs.empty()) attrs.reserve(4);  // one allocation for the usual few
-  attrs.emplace_back(std::move(key), std::move(value));
+  attrs.emplace_back(std::string(key), std::move(value));
 }
 
 std::string format_time(int64_t t) {

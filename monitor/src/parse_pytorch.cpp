@@ -141,11 +141,15 @@ bool read_status(Event& e, sv msg) {
   auto enq = work_count(msg, "ast enqueued ");
   auto done = enq ? work_count(msg, "ast completed ") : std::nullopt;
   if (!enq || !done) return false;
+  // "... watchdog at work: S", "Timeout at NCCL work: S" or "... at work sequence id: S"; one
+  // search for the part they share.
   std::optional<int64_t> s;
-  if ((s = int_after(msg, "detected by watchdog at work: "))) {
-  } else if ((s = int_after(msg, "Timeout at NCCL work: "))) {
-  } else {
-    s = int_after(msg, "at work sequence id: ");
+  for (size_t at = find(msg, " work"); at != sv::npos && !s; at = find(msg, " work", at + 1)) {
+    sv t = msg.substr(at + 5);
+    const sv before = msg.substr(0, at);
+    if ((take(t, ": ") && (ends_with(before, "detected by watchdog at") || ends_with(before, "Timeout at NCCL"))) ||
+        (take(t, " sequence id: ") && ends_with(before, " at")))
+      s = take_int(t);
   }
   if (s) e.keys.seq = *s;
   e.set_attr("last_enqueued", std::to_string(*enq));

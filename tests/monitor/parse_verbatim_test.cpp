@@ -117,6 +117,11 @@ TEST_CASE("PyTorch: watchdog lines of every release") {
   CHECK(s2_7->attr("last_completed") == "120048");
   CHECK(s2_7->keys.rank == 5);
   CHECK(s2_7->keys.process_group == "0(default_pg)");
+  // 2.4's two wordings: "detected by watchdog at work: S" and "Timeout at NCCL work: S".
+  int s2_4 = 0;
+  for (auto* e : status)
+    if (e->keys.seq == 7753 && e->attr("last_enqueued") == "7755" && e->attr("last_completed") == "7752") ++s2_4;
+  CHECK(s2_4 == 2);
   auto dumps = of_kind(r, "dump_signal");
   REQUIRE(dumps.size() == 2);
   CHECK(dumps[1]->attr("signal_from") == "7");

@@ -71,7 +71,7 @@ struct Event {
   bool has_time() const { return time_us != kUnknownTime; }
   std::string_view attr(std::string_view key) const;
   int64_t attr_int(std::string_view key, int64_t fallback = -1) const;
-  void set_attr(std::string key, std::string value);
+  void set_attr(std::string_view key, std::string value);
 };
 
 // RFC 3339 UTC with microseconds: 2026-11-29T22:42:00.123456Z. Unknown time -> "".
