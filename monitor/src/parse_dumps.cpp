@@ -76,9 +76,15 @@ int rank_from_file_name(sv name) {
   return v ? int(*v) : -1;
 }
 
-// One entry of "entries". `previous_pg` is the raw process_group of the entry before: entries
-// repeat it, and building "name(desc)" for each was a good part of reading a dump.
-bool read_entry(JsonCursor& c, FrEntry& e, const FrEntry* previous, sv& previous_pg) {
+// The process group last read, raw and as "name(desc)": entries repeat it, and building the
+// name for each was a good part of reading a dump.
+struct PgCache {
+  sv raw;
+  std::string name;
+};
+
+// One entry of "entries".
+bool read_entry(JsonCursor& c, FrEntry& e, PgCache& pg) {
   if (!c.enter_object()) return false;
   sv key;
   while (c.next_member(key)) {
@@ -105,12 +111,8 @@ bool read_entry(JsonCursor& c, FrEntry& e, const FrEntry* previous, sv& previous
       case 13:
         if (key == "process_group") {
           sv raw = c.raw_value();
-          if (previous && raw == previous_pg) {
-            e.pg = previous->pg;
-          } else {
-            e.pg = process_group_name(raw);
-            previous_pg = raw;
-          }
+          if (pg.raw.empty() || raw != pg.raw) pg = {raw, process_group_name(raw)};
+          e.pg = pg.name;
         } else {
           c.skip();
         }
@@ -150,10 +152,10 @@ bool read_fr_fast(sv text, FrDump& d) {
       d.rank = int(r);
     } else if (key == "entries") {
       if (!c.enter_array()) return false;
-      sv previous_pg;
+      PgCache pg;
       while (c.next_element()) {
         FrEntry e;
-        if (!read_entry(c, e, d.entries.empty() ? nullptr : &d.entries.back(), previous_pg)) return false;
+        if (!read_entry(c, e, pg)) return false;
         d.entries.push_back(std::move(e));
       }
     } else if (key == "pg_status") {

@@ -216,6 +216,25 @@ TEST_CASE("Event model JSON round trip") {
   CHECK_THROWS_WITH(event_from_json(bad), Catch::Contains("layer"));
 }
 
+TEST_CASE("Flight Recorder: each entry keeps its own process group") {
+  // Entries repeat their process group (the reader reuses the last one read); an entry without
+  // one, or with another, must not take its neighbour's.
+  std::string dump = R"({"version":"2.7","entries":[
+  {"pg_id":0,"process_group":["0","default_pg"],"collective_seq_id":11,"profiling_name":"nccl:all_reduce","state":"scheduled"},
+  {"pg_id":1,"collective_seq_id":12,"profiling_name":"nccl:all_reduce","state":"scheduled"},
+  {"pg_id":0,"process_group":["0","default_pg"],"collective_seq_id":13,"profiling_name":"nccl:all_reduce","state":"scheduled"},
+  {"pg_id":2,"process_group":["2","tp"],"collective_seq_id":14,"profiling_name":"nccl:all_gather","state":"scheduled"}]})";
+  ParseOptions o;
+  o.file_name = "fr/nccl_trace_rank_0.json";
+  auto r = parse_buffer(dump, detect_file_kind(dump, o.file_name), o);
+  auto entries = kind_of(r, "fr_entry");
+  REQUIRE(entries.size() == 4);
+  CHECK(entries[0]->keys.process_group == "0(default_pg)");
+  CHECK(entries[1]->keys.process_group.empty());
+  CHECK(entries[2]->keys.process_group == "0(default_pg)");
+  CHECK(entries[3]->keys.process_group == "2(tp)");
+}
+
 TEST_CASE("Flight Recorder JSON dump (strict form) and rank from the file name") {
   std::string dump = R"({"version":"2.7","pg_config":{"0":{"name":"0","desc":"default_pg","ranks":"[0, 1]"}},
   "pg_status":{"0":{"last_enqueued_collective":12,"last_started_collective":-1,"last_completed_collective":10}},
