@@ -307,22 +307,13 @@ Match info_line(LineParser& p, const NcclHeader& h, sv msg) {
 
 bool is_quiet_nccl_info(sv line, size_t info, RecentKeys& channel_lines) {
   // Only "host:pid:tid [dev] " before the marker, so no collector prefix (no time, no rank tag)
-  // that the full path would have to read: a letter first, one word of two ':'-separated
-  // numbers, then "[digits] ".
-  if (info < 8 || !is_alpha(line[0]) || line[info - 1] != ' ' || line[info - 2] != ']') return false;
-  size_t i = info - 3;  // back over "[digits]"
-  while (i > 0 && is_digit(line[i])) --i;
-  if (i == info - 3 || line[i] != '[' || i < 2 || line[i - 1] != ' ') return false;
-  size_t j = i - 2;  // back over ":pid:tid" to the host
-  for (int part = 0; part < 2; ++part) {
-    const size_t end = j;
-    while (j > 0 && is_digit(line[j])) --j;
-    if (j == end || j == 0 || line[j] != ':') return false;
-    --j;
-  }
-  for (; j > 0; --j)
-    if (line[j] == ' ') return false;  // more than one word: something came first
-  const sv msg = ltrim(line.substr(info + 10));
+  // that the full path would have to read: the origin starts the line and the marker follows
+  // the device at once.
+  NcclHeader h;
+  if (line.empty() || !is_alpha(line[0]) || !read_header(line, h) || h.level != "INFO" || h.pid.empty() ||
+      h.dev.empty() || h.dev.data() + h.dev.size() + 2 != line.data() + info)
+    return false;
+  const sv msg = h.msg;
   if (info_line_is_quiet(msg)) return true;
   // A NET channel line repeats for every channel with only "Channel NN/M" changing; the first
   // of each kind is read (channel_line keeps one event per rank, device and direction).
