@@ -2,9 +2,13 @@
 #
 # Declares the static library astral_<name> from <module>/src/*.cpp with public headers in
 # <module>/include (included as <astral/<name>/...>). Sources are globbed so that adding a file to a
-# module never touches a shared build file. Alias: astral::<name>.
+# module never touches a shared build file. Alias: astral::<name>. Every module except common
+# itself depends on astral::common (header-only: <astral/common/checked.hpp>).
 function(astral_add_module name)
   cmake_parse_arguments(ARG "" "" "DEPS;PRIVATE_DEPS" ${ARGN})
+  if(NOT name STREQUAL "common")
+    list(APPEND ARG_DEPS astral::common)
+  endif()
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/*.cpp)
   if(NOT sources)  # a module that has only headers so far
     add_library(astral_${name} INTERFACE)
@@ -43,15 +47,24 @@ function(astral_add_test_suite name)
                        WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 endfunction()
 
-# astral_add_fuzz_target(<name> SOURCES <files>... DEPS <targets>... [CORPUS <dir>])
+# astral_add_fuzz_target(<name> SOURCES <files>... DEPS <targets>... [CORPUS <dirs>...])
 #
 # A fuzz target defines `extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t)`.
+# Its corpus: the CORPUS folders (seeds: real inputs from the fixtures) plus, when it exists,
+# tests/fixtures/astral/fuzz-regressions/<name>/ (inputs that once failed, kept as regressions).
 # - Always builds fuzz_<name>_replay: a driver that feeds the corpus files and a bounded number of
 #   deterministic mutations of them, registered with CTest (so it runs under g++ and under ASan).
 # - With clang, also builds fuzz_<name> linked with libFuzzer for real coverage-guided runs:
-#   ./fuzz_<name> -max_total_time=60 <corpus-dir>
+#   ./fuzz_<name> -max_total_time=60 <scratch-dir> <corpus-dirs>...
+#   Under the fuzz preset (ASTRAL_FUZZ) the libraries it links are instrumented too.
+# Every fuzz_<name> is part of the `fuzz_targets` target and listed in <build>/fuzz-targets.tsv
+# (name, binary, corpus folders separated by '|'), which .ci/fuzz and tools/fuzz-campaign read.
 function(astral_add_fuzz_target name)
-  cmake_parse_arguments(ARG "" "CORPUS" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;CORPUS" ${ARGN})
+  set(regressions ${ASTRAL_FIXTURES_DIR}/astral/fuzz-regressions/${name})
+  if(IS_DIRECTORY ${regressions})
+    list(APPEND ARG_CORPUS ${regressions})
+  endif()
   add_executable(fuzz_${name}_replay ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/support/fuzz_replay_main.cpp)
   target_link_libraries(fuzz_${name}_replay PRIVATE ${ARG_DEPS})
   target_include_directories(fuzz_${name}_replay PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
@@ -63,5 +76,19 @@ function(astral_add_fuzz_target name)
     target_link_libraries(fuzz_${name} PRIVATE ${ARG_DEPS})
     target_compile_options(fuzz_${name} PRIVATE -fsanitize=fuzzer)
     target_link_options(fuzz_${name} PRIVATE -fsanitize=fuzzer)
+    if(NOT TARGET fuzz_targets)
+      add_custom_target(fuzz_targets)
+      cmake_language(DEFER DIRECTORY ${PROJECT_SOURCE_DIR} CALL astral_write_fuzz_manifest)
+    endif()
+    add_dependencies(fuzz_targets fuzz_${name})
+    list(JOIN ARG_CORPUS "|" corpus_field)
+    set_property(GLOBAL APPEND PROPERTY ASTRAL_FUZZ_MANIFEST
+                 "${name}\t$<TARGET_FILE:fuzz_${name}>\t${corpus_field}\n")
   endif()
+endfunction()
+
+function(astral_write_fuzz_manifest)
+  get_property(rows GLOBAL PROPERTY ASTRAL_FUZZ_MANIFEST)
+  list(JOIN rows "" content)
+  file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/fuzz-targets.tsv CONTENT "${content}")
 endfunction()

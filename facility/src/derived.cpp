@@ -120,7 +120,8 @@ void physics_checks(Snapshot& snap, const Index& idx, const DeriveConfig& cfg, D
   double tol = cfg.tolerance;
   for (const auto& [key, q] : idx.by_entity) {
     const auto& [host, entity] = key;
-    auto get = [&](const char* name) { return idx.get(key, name); };
+    // clang 14 cannot capture a structured binding (a C++20 feature it lacks): capture a reference.
+    auto get = [&idx, &entity_key = key](const char* name) { return idx.get(entity_key, name); };
     const Sample* any = q.begin()->second;
     std::string label = any->name.empty() ? entity : any->name;
     if (const Sample *in = get("input_power"), *out = get("output_power"); in && out && in->value > 0) {

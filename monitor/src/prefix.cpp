@@ -1,5 +1,7 @@
 #include "prefix.hpp"
 
+#include <astral/common/checked.hpp>
+
 #include "text.hpp"
 
 namespace astral::monitor {
@@ -74,6 +76,13 @@ std::optional<int64_t> take_ctime(sv& s) {
   return days_from_civil(*year, unsigned(month), unsigned(*day)) * 86400000000LL + *clock;
 }
 
+// "secs.frac" of a dmesg stamp in microseconds; nullopt when the seconds are too large to be a
+// clock reading (a damaged line), so the bracket is not taken as a timestamp.
+std::optional<int64_t> dmesg_stamp_us(int64_t secs, sv frac) {
+  auto us = checked_mul<int64_t>(secs, 1000000);
+  return us ? checked_add<int64_t>(*us, frac_to_us(frac)) : std::nullopt;
+}
+
 // dmesg bracket forms at the front of s. Returns true when one was consumed.
 bool take_dmesg(sv& s, Prefix& p, int year_hint) {
   if (s.empty()) return false;
@@ -88,8 +97,9 @@ bool take_dmesg(sv& s, Prefix& p, int year_hint) {
       sv frac = take_until(u, "]");
       bool digits = true;
       for (char c : frac) digits = digits && is_digit(c);
-      if (digits && take(u, ']')) {
-        p.uptime_us = *secs * 1000000 + frac_to_us(frac);
+      auto stamp = dmesg_stamp_us(*secs, frac);
+      if (digits && stamp && take(u, ']')) {
+        p.uptime_us = *stamp;
         s = ltrim(u);
         return true;
       }
@@ -103,8 +113,9 @@ bool take_dmesg(sv& s, Prefix& p, int year_hint) {
     auto secs = take_uint(u);
     if (secs && take(u, '.')) {
       sv frac = take_until(u, "]");
-      if (take(u, ']')) {
-        p.relative_us = *secs * 1000000 + frac_to_us(frac);
+      auto stamp = dmesg_stamp_us(*secs, frac);
+      if (stamp && take(u, ']')) {
+        p.relative_us = *stamp;
         s = ltrim(u);
         return true;
       }

@@ -3,8 +3,11 @@
 // input problem becomes one line the user can act on.
 #include <fmt/format.h>
 
+#include <astral/common/json_number.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <optional>
 #include <string>
 
 #include "astral/seer/spec.hpp"
@@ -71,12 +74,13 @@ class Fields {
   }
   int checked_int(const std::string& key, int min) const {
     const auto& v = j_.at(key);
-    if (!v.is_number_integer() && !(v.is_number_float() && v.get<double>() == static_cast<long long>(v.get<double>())))
+    // Whole numbers written as floats (8.0) are accepted; the range is checked before any cast.
+    const std::optional<int> x = json_integer<int>(v);
+    if (!v.is_number() || (v.is_number_float() && std::trunc(v.get<double>()) != v.get<double>()))
       throw SpecError(fmt::format("{}: expected an integer, got {}", path(key), v.dump()));
-    long long x = v.is_number_integer() ? v.get<long long>() : static_cast<long long>(v.get<double>());
-    if (x < min || x > 1'000'000'000)
-      throw SpecError(fmt::format("{}: must be an integer >= {}, got {}", path(key), min, x));
-    return static_cast<int>(x);
+    if (!x || *x < min || *x > 1'000'000'000)
+      throw SpecError(fmt::format("{}: must be an integer >= {}, got {}", path(key), min, v.dump()));
+    return static_cast<int>(*x);
   }
   double checked_number(const std::string& key, double lo, double hi) const {
     const auto& v = j_.at(key);

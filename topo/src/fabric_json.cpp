@@ -1,4 +1,5 @@
 // The fabric's JSON form (docs/fabric.md): reading with errors that name the element, and writing.
+#include <astral/common/json_number.hpp>
 #include <fmt/format.h>
 
 #include <charconv>
@@ -22,6 +23,20 @@ template <typename T>
 T field(const json& obj, const char* key, const std::string& where) {
   auto it = obj.find(key);
   if (it == obj.end()) fail(fmt::format("{}: missing \"{}\"", where, key));
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!it->is_number()) fail(fmt::format("{}: \"{}\" has the wrong type ({})", where, key, it->type_name()));
+    if (auto v = json_integer<T>(*it)) return *v;
+    fail(fmt::format("{}: \"{}\" is not an integer in range ({})", where, key, it->dump()));
+  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+    if (!it->is_array()) fail(fmt::format("{}: \"{}\" has the wrong type ({})", where, key, it->type_name()));
+    T out;
+    for (const json& e : *it) {
+      auto v = json_integer<int>(e);
+      if (!v) fail(fmt::format("{}: \"{}\" holds {}, not an integer in range", where, key, e.dump()));
+      out.push_back(*v);
+    }
+    return out;
+  }
   try {
     return it->get<T>();
   } catch (const json::exception&) {

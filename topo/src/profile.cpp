@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include <astral/common/json_number.hpp>
 #include <fmt/format.h>
 
 #include "astral/topo/audit.hpp"
@@ -36,9 +37,9 @@ class FieldReader {
   std::optional<int> count(const std::string& field) const {
     const json* v = find(field);
     if (!v) return std::nullopt;
-    if (!v->is_number_integer() || v->get<long>() < 0 || v->get<long>() > 4096)
-      fail(field, "must be a non-negative integer");
-    return v->get<int>();
+    const std::optional<int> n = json_integer<int>(*v);
+    if (!n || *n < 0 || *n > 4096) fail(field, "must be a non-negative integer");
+    return n;
   }
 
   std::optional<double> number(const std::string& field) const {

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <astral/common/checked.hpp>
+
 #include "format.hpp"
 
 namespace astral::trace {
@@ -178,6 +180,16 @@ void read_chunks(const uint8_t* data, size_t size, const FileHeader& h, TraceFil
     out.recycled_chunks = max_ordinal + 1 - valid_chunks;
 }
 
+// Removes clock readings no real clock gives (see kMaxClockNs): they come from damaged or hostile
+// files, and every later time computation relies on readings below that bound.
+void drop_bad_clock_readings(std::vector<SyncPoint>& syncs, TraceFile& out) {
+  const size_t before = syncs.size();
+  std::erase_if(syncs, [](const SyncPoint& s) { return s.mono_ns >= kMaxClockNs || s.wall_ns >= kMaxClockNs; });
+  if (syncs.size() == before) return;
+  out.damage.bad_clock_readings += before - syncs.size();
+  note(out.damage, std::to_string(before - syncs.size()) + " clock readings are out of range and were ignored");
+}
+
 // Maps raw ticks to CLOCK_MONOTONIC ns: piecewise linear between clock readings, the overall
 // rate outside them. A segment whose rate disagrees with the overall one (a damaged or
 // preempted reading) falls back to the overall rate.
@@ -197,7 +209,7 @@ class TickConverter {
     }
   }
   uint64_t operator()(uint64_t ticks) const {
-    if (identity_ || points_.empty()) return identity_ ? ticks : 0;
+    if (identity_ || points_.empty()) return identity_ ? std::min(ticks, kMaxClockNs - 1) : 0;
     auto it = std::upper_bound(points_.begin(), points_.end(), ticks,
                                [](uint64_t t, const SyncPoint& p) { return t < p.ticks; });
     const SyncPoint& p = it == points_.begin() ? *it : *(it - 1);
@@ -207,7 +219,8 @@ class TickConverter {
       if (std::fabs(segment / rate_ - 1) < 0.001) rate = segment;
     }
     const double ns = double(p.mono_ns) + (double(ticks) - double(p.ticks)) / rate;
-    return ns <= 0 ? 0 : ns >= 1.8e19 ? uint64_t(1.8e19) : static_cast<uint64_t>(ns);
+    if (!(ns > 0)) return 0;  // NaN too
+    return std::min(checked_cast<uint64_t>(ns).value_or(kMaxClockNs - 1), kMaxClockNs - 1);
   }
 
  private:
@@ -236,11 +249,20 @@ const CommInfo* TraceFile::comm(uint64_t comm_hash) const noexcept {
   return nullptr;
 }
 
+namespace {
+// wall - mono. The reader keeps both below kMaxClockNs, so this fits; a pair that does not (a
+// TraceFile filled in by hand) counts as offset 0.
+int64_t wall_minus_mono(uint64_t wall_ns, uint64_t mono_ns) noexcept {
+  const auto wall = checked_cast<int64_t>(wall_ns), mono = checked_cast<int64_t>(mono_ns);
+  return (wall && mono ? checked_sub(*wall, *mono) : std::nullopt).value_or(0);
+}
+}  // namespace
+
 int64_t TraceFile::wall_offset_ns() const noexcept {
-  if (clock.empty()) return int64_t(info.start_wall_ns) - int64_t(info.start_mono_ns);
+  if (clock.empty()) return wall_minus_mono(info.start_wall_ns, info.start_mono_ns);
   std::vector<int64_t> d;
   d.reserve(clock.size());
-  for (const auto& p : clock) d.push_back(int64_t(p.wall_ns) - int64_t(p.mono_ns));
+  for (const auto& p : clock) d.push_back(wall_minus_mono(p.wall_ns, p.mono_ns));
   std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
   return d[d.size() / 2];
 }
@@ -260,8 +282,10 @@ TraceFile read_trace_bytes(const uint8_t* data, size_t size, const std::string& 
     info.nranks = h.nranks;
     info.comm_hash = h.comm_hash;
   }
-  info.start_mono_ns = h.start_mono_ns;
-  info.start_wall_ns = h.start_wall_ns;
+  if (h.start_mono_ns < kMaxClockNs && h.start_wall_ns < kMaxClockNs) {
+    info.start_mono_ns = h.start_mono_ns;
+    info.start_wall_ns = h.start_wall_ns;
+  }  // else left 0; the reading is counted with the other sync points below
   info.closed = h.state == format::kStateClosed;
   info.wraps = h.flags & format::kFlagWrap;
   info.event_mask = h.event_mask;
@@ -281,6 +305,7 @@ TraceFile read_trace_bytes(const uint8_t* data, size_t size, const std::string& 
   std::vector<SyncPoint> syncs{{h.start_ticks, h.start_mono_ns, h.start_wall_ns}};
   if (info.closed) syncs.push_back({h.close_ticks, h.close_mono_ns, h.close_wall_ns});
   read_chunks(data, size, h, out, syncs);
+  drop_bad_clock_readings(syncs, out);
   if (out.damage.corrupt_records)
     note(out.damage, std::to_string(out.damage.corrupt_records) + " records fail their checksum");
   if (out.damage.incomplete_records)

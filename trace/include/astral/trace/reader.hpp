@@ -22,6 +22,11 @@ struct TraceError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// No real clock reads 2^62 ns (146 years of uptime, or the year 2116). The reader ignores clock
+// readings at or above it as damage and keeps every event time below it, so sums and differences
+// of times and clock offsets of files it returns never overflow int64_t.
+inline constexpr uint64_t kMaxClockNs = uint64_t(1) << 62;
+
 struct FileInfo {
   std::string path;
   uint16_t version = 0;
@@ -51,11 +56,13 @@ struct Damage {
   uint64_t corrupt_chunks = 0;      // chunk header damaged: the chunk's records are skipped
   uint64_t corrupt_metadata = 0;    // damaged string / communicator / connection entries
   uint64_t truncated_bytes = 0;     // the file is shorter than its header says
+  uint64_t bad_clock_readings = 0;  // header or sync readings >= kMaxClockNs: ignored
   std::vector<std::string> notes;   // one line per kind of damage, for people
   // Damage that means bytes were lost or altered (incomplete records alone are a normal
   // consequence of a killed writer).
   bool corrupt() const noexcept {
-    return corrupt_records || unknown_records || corrupt_chunks || corrupt_metadata || truncated_bytes;
+    return corrupt_records || unknown_records || corrupt_chunks || corrupt_metadata || truncated_bytes ||
+           bad_clock_readings;
   }
 };
 
