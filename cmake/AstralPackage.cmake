@@ -101,7 +101,8 @@ set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "Astral keeps each GPU's NCCL traffic on it
 The user's guide is /usr/share/doc/astral/README.md.")
 # dpkg-shlibdeps turns the ELF files' needs (glibc, libstdc++, hwloc, libcurl, OpenSSL) into Depends.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# A transport dlopens libibverbs where RDMA NICs exist; nodes without them run the TCP transport.
+# libibverbs is never linked: the RDMA transport (the next issue) dlopens it where RDMA NICs exist,
+# and nodes without them run the TCP transport. So it is recommended, not a dependency.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libibverbs1")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "ipmitool, prometheus")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA

@@ -33,6 +33,12 @@ grep -q '^Depends:.*libhwloc15' "$scratch/control" || fail "Depends lacks libhwl
 grep -q '^Depends:.*libibverbs' "$scratch/control" && fail "libibverbs must not be a Depends"
 grep -q '^Recommends:.*libibverbs1' "$scratch/control" || fail "Recommends lacks libibverbs1"
 
+dpkg-deb --control "$deb" "$scratch/control.d"
+for script in postinst prerm postrm; do
+  sh -n "$scratch/control.d/$script" || fail "maintainer script $script does not parse"
+done
+grep -qx 'activate-noawait ldconfig' "$scratch/control.d/triggers" || fail "no ldconfig trigger"
+
 # 3. Unpack into a scratch root, as a container image build or a node image would.
 dpkg -x "$deb" "$scratch/root"
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
