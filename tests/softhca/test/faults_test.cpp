@@ -1,0 +1,330 @@
+// softhca's error paths: RNR, retry-exceeded (link drop, killed peer), flush, CQ overflow,
+// completion channels, async events for port down/up, QP error and device fatal.
+// Time bounds below only catch hangs; the lower bounds check the modelled ack timeout, which load
+// can only make later.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "softhca_support.hpp"
+
+using namespace softhca_test;
+
+namespace {
+[[maybe_unused]] Env& g_env = env();
+
+struct Loop {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  Rc a, b;
+  explicit Loop(const char* dev = "mlx5_0") {
+    ctx = open_device(dev);
+    REQUIRE(ctx);
+    pd = ibv_alloc_pd(ctx);
+    a = make_rc(pd, 8192);
+    b = make_rc(pd, 8192);
+  }
+  ~Loop() {
+    destroy(a);
+    destroy(b);
+    ibv_dealloc_pd(pd);
+    ibv_close_device(ctx);
+  }
+};
+
+// The modelled ack timeout of one try: 4.096 us * 2^timeout.
+double ack_seconds(int timeout) { return 4.096e-6 * double(1 << timeout); }
+
+// A child process on another host, driven through pipes (softhca_peer).
+struct Peer {
+  pid_t pid = -1;
+  FILE* in = nullptr;   // its stdin
+  FILE* out = nullptr;  // its stdout
+  Peer() {
+    int to[2], from[2];
+    REQUIRE(pipe(to) == 0);
+    REQUIRE(pipe(from) == 0);
+    // Everything the child needs is built before fork: only dup2 and execve run in it.
+    std::vector<std::string> vars;
+    for (char** e = environ; *e; ++e)
+      if (std::strncmp(*e, "SOFTHCA_HOST=", 13) != 0) vars.emplace_back(*e);
+    vars.emplace_back("SOFTHCA_HOST=beta");
+    std::vector<char*> envp;
+    for (auto& v : vars) envp.push_back(v.data());
+    envp.push_back(nullptr);
+    char* argv[] = {const_cast<char*>(SOFTHCA_PEER), const_cast<char*>("mlx5_0"), nullptr};
+    pid = fork();
+    if (pid == 0) {
+      dup2(to[0], 0);
+      dup2(from[1], 1);
+      execve(SOFTHCA_PEER, argv, envp.data());
+      _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    in = fdopen(to[1], "w");
+    out = fdopen(from[0], "r");
+  }
+  std::string line() {
+    char buf[256] = {};
+    return std::fgets(buf, sizeof buf, out) ? std::string(buf) : std::string();
+  }
+  void kill9() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+  }
+  ~Peer() {
+    kill9();
+    if (in) std::fclose(in);
+    if (out) std::fclose(out);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("RNR: limited retries end in RNR_RETRY_EXC_ERR while rnr_retry 7 waits for the RECV") {
+  Loop l;
+  SECTION("a limited rnr_retry is exceeded") {
+    REQUIRE(connect_pair(l.a, l.b, 18, 7, 2, 1));
+    REQUIRE(post(l.a.qp, IBV_WR_SEND, l.a, 0, 32, 0, 0, 1) == 0);
+    auto wcs = wait_wcs(l.a.cq, 1);
+    REQUIRE(wcs.size() == 1);
+    CHECK(wcs[0].status == IBV_WC_RNR_RETRY_EXC_ERR);
+    CHECK(l.a.qp->state == IBV_QPS_ERR);
+  }
+  SECTION("rnr_retry 7 waits for the receiver") {
+    REQUIRE(connect_pair(l.a, l.b, 18, 7, 7, 1));
+    REQUIRE(post(l.a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, l.a, 0, 32, l.b.addr(0), l.b.mr->rkey, 1, 5) == 0);
+    CHECK(wait_wcs(l.a.cq, 1, 0.2).empty());  // not before a RECV exists
+    REQUIRE(post_recv(l.b, 0, 0, 9) == 0);
+    auto wcs = wait_wcs(l.a.cq, 1);
+    REQUIRE(wcs.size() == 1);
+    CHECK(wcs[0].status == IBV_WC_SUCCESS);
+    auto recv = wait_wcs(l.b.cq, 1);
+    REQUIRE(recv.size() == 1);
+    CHECK(recv[0].imm_data == 5);
+  }
+}
+
+TEST_CASE("a link drop: retry-exceeded after (retry_cnt + 1) ack timeouts and then flush") {
+  Loop l;
+  REQUIRE(connect_pair(l.a, l.b, 12, 3, 7));
+  REQUIRE(post_recv(l.b, 0, 64, 50) == 0);
+  REQUIRE(softhca_control(R"({"fault":"link_drop","device":"mlx5_0","port":1})") == 0);
+  auto t0 = std::chrono::steady_clock::now();
+  for (uint64_t id = 1; id <= 3; ++id) REQUIRE(post(l.a.qp, IBV_WR_SEND, l.a, 0, 64, 0, 0, id) == 0);
+  auto wcs = wait_wcs(l.a.cq, 3);
+  double took = seconds_since(t0);
+  REQUIRE(wcs.size() == 3);
+  CHECK(wcs[0].status == IBV_WC_RETRY_EXC_ERR);
+  CHECK(wcs[0].vendor_err == 0x81);
+  CHECK(wcs[1].status == IBV_WC_WR_FLUSH_ERR);
+  CHECK(wcs[2].status == IBV_WC_WR_FLUSH_ERR);
+  CHECK(took >= 4 * ack_seconds(12) * 0.9);
+  CHECK(took < 20);
+  CHECK(softhca_control(R"({"fault":"link_restore","device":"mlx5_0","port":1})") == 0);
+  // The receiver's QP is still fine; posting to the failed QP flushes at once.
+  REQUIRE(post(l.a.qp, IBV_WR_SEND, l.a, 0, 8, 0, 0, 4) == 0);
+  wcs = wait_wcs(l.a.cq, 1);
+  REQUIRE(wcs.size() == 1);
+  CHECK(wcs[0].status == IBV_WC_WR_FLUSH_ERR);
+}
+
+TEST_CASE("a killed peer process: the sender gets retry-exceeded within the modelled timeout") {
+  Peer peer;
+  ibv_context* ctx = open_device("mlx5_0");
+  REQUIRE(ctx);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  Rc a = make_rc(pd, 8192);
+  unsigned pqpn = 0, plid = 0;
+  std::string hello = peer.line();
+  REQUIRE(std::sscanf(hello.c_str(), "qpn %u lid %u", &pqpn, &plid) == 2);
+  CHECK(plid == 5);  // beta's LID from the fabric file
+  std::fprintf(peer.in, "%u 1\n", a.qp->qp_num);
+  std::fflush(peer.in);
+  REQUIRE(peer.line() == "ready\n");
+  Path p;
+  p.dlid = static_cast<uint16_t>(plid);
+  REQUIRE(to_init(a.qp) == 0);
+  REQUIRE(to_rtr(a.qp, pqpn, p) == 0);
+  REQUIRE(to_rts(a.qp, 14, 3, 7) == 0);
+  REQUIRE(post(a.qp, IBV_WR_SEND, a, 0, 1000, 0, 0, 1) == 0);
+  auto wcs = wait_wcs(a.cq, 1);
+  REQUIRE(wcs.size() == 1);
+  CHECK(wcs[0].status == IBV_WC_SUCCESS);
+  CHECK(peer.line() == "recv 1000 status 0\n");
+
+  peer.kill9();
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(post(a.qp, IBV_WR_SEND, a, 0, 1000, 0, 0, 2) == 0);
+  REQUIRE(post(a.qp, IBV_WR_RDMA_WRITE, a, 0, 100, 0, 0, 3) == 0);
+  wcs = wait_wcs(a.cq, 2);
+  double took = seconds_since(t0);
+  REQUIRE(wcs.size() == 2);
+  CHECK(wcs[0].status == IBV_WC_RETRY_EXC_ERR);
+  CHECK(wcs[1].status == IBV_WC_WR_FLUSH_ERR);
+  CHECK(took >= 4 * ack_seconds(14) * 0.9);
+  CHECK(took < 30);
+  destroy(a);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+}
+
+TEST_CASE("qp_error: QP_FATAL and posted receives flush") {
+  Loop l;
+  REQUIRE(connect_pair(l.a, l.b));
+  REQUIRE(post_recv(l.b, 0, 64, 61) == 0);
+  REQUIRE(post_recv(l.b, 64, 64, 62) == 0);
+  char cmd[96];
+  std::snprintf(cmd, sizeof cmd, R"({"fault":"qp_error","qpn":%u})", l.b.qp->qp_num);
+  REQUIRE(softhca_control(cmd) == 0);
+  ibv_async_event ev{};
+  REQUIRE(wait_async(l.ctx, ev));
+  CHECK(ev.event_type == IBV_EVENT_QP_FATAL);
+  CHECK(ev.element.qp == l.b.qp);
+  ibv_ack_async_event(&ev);
+  auto wcs = wait_wcs(l.b.cq, 2);
+  REQUIRE(wcs.size() == 2);
+  CHECK(wcs[0].wr_id == 61);
+  CHECK(wcs[0].status == IBV_WC_WR_FLUSH_ERR);
+  CHECK(wcs[1].wr_id == 62);
+  CHECK(softhca_control(R"({"fault":"qp_error","qpn":1})") == -1);  // no such QP: refused, said
+  CHECK(softhca_control(R"({"fault":"melt"})") == -1);
+}
+
+TEST_CASE("CQ overflow raises CQ_ERR") {
+  Loop l;
+  ibv_cq* small = ibv_create_cq(l.ctx, 2, nullptr, nullptr, 0);
+  REQUIRE(small);
+  ibv_qp_init_attr init{};
+  init.send_cq = small;
+  init.recv_cq = l.a.cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap = {16, 16, 1, 1, 0};
+  ibv_qp* qp = ibv_create_qp(l.pd, &init);
+  REQUIRE(qp);
+  REQUIRE(to_init(qp) == 0);
+  Path p;
+  p.dlid = 1;
+  REQUIRE(to_init(l.b.qp) == 0);
+  REQUIRE(to_rtr(qp, l.b.qp->qp_num, p) == 0);
+  REQUIRE(to_rtr(l.b.qp, qp->qp_num, p) == 0);
+  REQUIRE(to_rts(qp) == 0);
+  for (uint64_t i = 0; i < 4; ++i) REQUIRE(post(qp, IBV_WR_RDMA_WRITE, l.a, 0, 8, l.b.addr(0), l.b.mr->rkey, i) == 0);
+  ibv_async_event ev{};
+  REQUIRE(wait_async(l.ctx, ev));
+  CHECK(ev.event_type == IBV_EVENT_CQ_ERR);
+  CHECK(ev.element.cq == small);
+  ibv_ack_async_event(&ev);
+  CHECK(wait_wcs(small, 4, 0.2).size() == 2);  // what fitted
+  ibv_destroy_qp(qp);
+  ibv_destroy_cq(small);
+}
+
+TEST_CASE("a completion channel delivers the CQ event through its fd") {
+  Loop l;
+  ibv_comp_channel* ch = ibv_create_comp_channel(l.ctx);
+  REQUIRE(ch);
+  ibv_cq* cq = ibv_create_cq(l.ctx, 16, &l, ch, 0);
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap = {16, 16, 1, 1, 0};
+  ibv_qp* qp = ibv_create_qp(l.pd, &init);
+  REQUIRE(qp);
+  Path p;
+  p.dlid = 1;
+  REQUIRE(to_init(qp) == 0);
+  REQUIRE(to_init(l.b.qp) == 0);
+  REQUIRE(to_rtr(qp, l.b.qp->qp_num, p) == 0);
+  REQUIRE(to_rtr(l.b.qp, qp->qp_num, p) == 0);
+  REQUIRE(to_rts(qp) == 0);
+  REQUIRE(ibv_req_notify_cq(cq, 0) == 0);
+  REQUIRE(post(qp, IBV_WR_RDMA_WRITE, l.a, 0, 8, l.b.addr(0), l.b.mr->rkey, 7) == 0);
+  pollfd pf{ch->fd, POLLIN, 0};
+  REQUIRE(poll(&pf, 1, 10000) == 1);
+  ibv_cq* got = nullptr;
+  void* cq_ctx = nullptr;
+  REQUIRE(ibv_get_cq_event(ch, &got, &cq_ctx) == 0);
+  CHECK(got == cq);
+  CHECK(cq_ctx == &l);
+  ibv_ack_cq_events(got, 1);
+  CHECK(cq->comp_events_completed == 1);
+  auto wcs = wait_wcs(cq, 1);
+  REQUIRE(wcs.size() == 1);
+  CHECK(wcs[0].wr_id == 7);
+  ibv_destroy_qp(qp);
+  ibv_destroy_cq(cq);
+  ibv_destroy_comp_channel(ch);
+}
+
+TEST_CASE("port down and up are async events (also through the control socket)") {
+  ibv_context* ctx = open_device("mlx5_1");
+  REQUIRE(ctx);
+  REQUIRE(softhca_control(R"({"fault":"port_down","device":"mlx5_1","port":1})") == 0);
+  ibv_async_event ev{};
+  REQUIRE(wait_async(ctx, ev));
+  CHECK(ev.event_type == IBV_EVENT_PORT_ERR);
+  CHECK(ev.element.port_num == 1);
+  ibv_ack_async_event(&ev);
+  ibv_port_attr pa{};
+  REQUIRE(ibv_query_port(ctx, 1, &pa) == 0);
+  CHECK(pa.state == IBV_PORT_DOWN);
+
+  // The same command as a datagram to the process's control socket, as another tool would send it.
+  std::string path = env().dir + "/sock/alpha." + std::to_string(getpid()) + ".ctl";
+  int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  const char up[] = R"({"fault":"port_up","device":"mlx5_1","port":1})";
+  REQUIRE(sendto(fd, up, sizeof up - 1, 0, reinterpret_cast<sockaddr*>(&addr), sizeof addr) ==
+          static_cast<ssize_t>(sizeof up - 1));
+  close(fd);
+  REQUIRE(wait_async(ctx, ev));
+  CHECK(ev.event_type == IBV_EVENT_PORT_ACTIVE);
+  ibv_ack_async_event(&ev);
+  REQUIRE(ibv_query_port(ctx, 1, &pa) == 0);
+  CHECK(pa.state == IBV_PORT_ACTIVE);
+  ibv_close_device(ctx);
+}
+
+// Last in the file: the device stays dead for the rest of this process.
+TEST_CASE("device fatal: DEVICE_FATAL and flushed QPs and EIO from later verbs") {
+  Loop l("mlx5_1");
+  ibv_gid dgid{};
+  REQUIRE(ibv_query_gid(l.ctx, 1, 1, &dgid) == 0);
+  Path p;
+  p.sgid_index = 1;
+  p.dgid = dgid;  // loopback on the RoCE port
+  REQUIRE(to_init(l.a.qp) == 0);
+  REQUIRE(to_init(l.b.qp) == 0);
+  REQUIRE(to_rtr(l.a.qp, l.b.qp->qp_num, p) == 0);
+  REQUIRE(to_rtr(l.b.qp, l.a.qp->qp_num, p) == 0);
+  REQUIRE(to_rts(l.a.qp) == 0);
+  REQUIRE(to_rts(l.b.qp) == 0);
+  REQUIRE(post_recv(l.b, 0, 64, 71) == 0);
+  REQUIRE(softhca_control(R"({"fault":"device_fatal","device":"mlx5_1"})") == 0);
+  ibv_async_event ev{};
+  REQUIRE(wait_async(l.ctx, ev));
+  CHECK(ev.event_type == IBV_EVENT_DEVICE_FATAL);
+  ibv_ack_async_event(&ev);
+  auto wcs = wait_wcs(l.b.cq, 1);
+  REQUIRE(wcs.size() == 1);
+  CHECK(wcs[0].status == IBV_WC_WR_FLUSH_ERR);
+  errno = 0;
+  CHECK(ibv_alloc_pd(l.ctx) == nullptr);
+  CHECK(errno == EIO);
+  CHECK(post(l.a.qp, IBV_WR_SEND, l.a, 0, 8) == EIO);
+}
