@@ -1,5 +1,6 @@
-// The only file that knows NCCL's net plugin versions. It exports ncclNetPlugin_v11 (NCCL 2.28+,
-// per-communicator contexts), _v10, _v9 and _v8 (NCCL 2.19-2.27, one process-wide context), maps
+// The only file that knows NCCL's net plugin versions. It exports ncclNetPlugin_v12 (NCCL 2.30+:
+// v11's calls, properties with rail and plane), _v11 (NCCL 2.28-2.29, per-communicator contexts),
+// _v10, _v9 and _v8 (NCCL 2.19-2.27, one process-wide context), maps
 // each call onto the version-neutral core (astral/plugin/net.hpp), converts arguments and
 // properties, and turns every exception into an ncclResult_t: nothing is thrown across NCCL.
 #include <mutex>
@@ -7,6 +8,7 @@
 
 #include "abi/net_v10.h"
 #include "abi/net_v11.h"
+#include "abi/net_v12.h"
 #include "abi/net_v8.h"
 #include "abi/net_v9.h"
 #include "astral/plugin/net.hpp"
@@ -46,28 +48,34 @@ ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_v11
   });
 }
 ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  return guarded("regMr", [&] { return net::reg_mr(comm, data, size, type, mhandle); });
+  return guarded("regMr", [&] {
+    return net::reg_mr(comm, net::MemoryRegion{data, size, type, false, 0, -1}, mhandle);
+  });
 }
-ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t, int,
+ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
                            void** mhandle) {
-  // DMA-BUF is never advertised, so NCCL should not call this; host memory needs nothing anyway.
-  return guarded("regMrDmaBuf", [&] { return net::reg_mr(comm, data, size, type, mhandle); });
+  // The transport decides what it can register; TCP refuses DMA-BUF, which it never advertises.
+  return guarded("regMrDmaBuf", [&] {
+    return net::reg_mr(comm, net::MemoryRegion{data, size, type, true, offset, fd}, mhandle);
+  });
 }
 ncclResult_t dereg_mr(void* comm, void* mhandle) {
   return guarded("deregMr", [&] { return net::dereg_mr(comm, mhandle); });
 }
-ncclResult_t isend(void* comm, void* data, size_t size, int tag, void*, void* phandle,
+ncclResult_t isend(void* comm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                    void** request) {
-  return guarded("isend", [&] { return net::isend(comm, data, size, tag, phandle, request); });
-}
-ncclResult_t irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void**,
-                   void** phandles, void** request) {
-  return guarded("irecv", [&] {
-    return net::irecv(comm, n, data, sizes, tags, phandles, request);
+  return guarded("isend", [&] {
+    return net::isend(comm, data, size, tag, mhandle, phandle, request);
   });
 }
-ncclResult_t iflush(void* comm, int n, void** data, int* sizes, void**, void** request) {
-  return guarded("iflush", [&] { return net::iflush(comm, n, data, sizes, request); });
+ncclResult_t irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                   void** phandles, void** request) {
+  return guarded("irecv", [&] {
+    return net::irecv(comm, n, data, sizes, tags, mhandles, phandles, request);
+  });
+}
+ncclResult_t iflush(void* comm, int n, void** data, int* sizes, void** mhandles, void** request) {
+  return guarded("iflush", [&] { return net::iflush(comm, n, data, sizes, mhandles, request); });
 }
 ncclResult_t test(void* request, int* done, int* sizes) {
   return guarded("test", [&] { return net::test(request, done, sizes); });
@@ -82,13 +90,16 @@ ncclResult_t close_listen(void* comm) {
   return guarded("closeListen", [&] { return net::close_listen(comm); });
 }
 
-// Properties: the v11 layout is the superset; older layouts take a subset.
-ncclResult_t properties_v11(int dev, ncclNetProperties_v11_t* props) {
+// Properties: the v12 layout is the superset; older layouts take a subset (v12 is not v11 plus a
+// tail: its vProps is larger, so every later field sits 16 bytes further on).
+int16_t as_abi_id(int id) { return id >= 0 && id <= INT16_MAX ? int16_t(id) : int16_t(NCCL_NET_ID_UNDEF); }
+
+ncclResult_t properties_v12(int dev, ncclNetProperties_v12_t* props) {
   return guarded("getProperties", [&] {
     net::DeviceProperties p;
     ncclResult_t res = net::get_properties(dev, &p);
     if (res != ncclSuccess) return res;
-    *props = ncclNetProperties_v11_t{};
+    *props = ncclNetProperties_v12_t{};
     props->name = const_cast<char*>(p.name);
     props->pciPath = const_cast<char*>(p.pci_path);
     props->guid = p.guid;
@@ -107,14 +118,28 @@ ncclResult_t properties_v11(int dev, ncclNetProperties_v11_t* props) {
     props->maxP2pBytes = p.max_p2p_bytes;
     props->maxCollBytes = p.max_coll_bytes;
     props->maxMultiRequestSize = 1;
+    props->railId = as_abi_id(p.rail);
+    props->planeId = as_abi_id(p.plane);
     return ncclSuccess;
   });
 }
 
+ncclResult_t properties_v11(int dev, ncclNetProperties_v11_t* props) {
+  ncclNetProperties_v12_t p;
+  ncclResult_t res = properties_v12(dev, &p);
+  if (res != ncclSuccess) return res;
+  *props = ncclNetProperties_v11_t{p.name,     p.pciPath,       p.guid,          p.ptrSupport,
+                                   p.regIsGlobal, p.forceFlush, p.speed,         p.port,
+                                   p.latency,  p.maxComms,      p.maxRecvs,      p.netDeviceType,
+                                   p.netDeviceVersion, {p.vProps.ndevs, {dev}}, p.maxP2pBytes,
+                                   p.maxCollBytes, p.maxMultiRequestSize};
+  return ncclSuccess;
+}
+
 template <typename Props>
 ncclResult_t properties_v9_v10(int dev, Props* props) {
-  ncclNetProperties_v11_t p;
-  ncclResult_t res = properties_v11(dev, &p);
+  ncclNetProperties_v12_t p;
+  ncclResult_t res = properties_v12(dev, &p);
   if (res != ncclSuccess) return res;
   *props = Props{p.name,     p.pciPath,       p.guid,          p.ptrSupport,       p.regIsGlobal,
                  p.forceFlush, p.speed,       p.port,          p.latency,          p.maxComms,
@@ -124,8 +149,8 @@ ncclResult_t properties_v9_v10(int dev, Props* props) {
 }
 
 ncclResult_t properties_v8(int dev, ncclNetProperties_v8_t* props) {
-  ncclNetProperties_v11_t p;
-  ncclResult_t res = properties_v11(dev, &p);
+  ncclNetProperties_v12_t p;
+  ncclResult_t res = properties_v12(dev, &p);
   if (res != ncclSuccess) return res;
   *props = ncclNetProperties_v8_t{p.name,  p.pciPath,  p.guid,     p.ptrSupport,
                                   p.regIsGlobal, p.speed, p.port, p.latency,
@@ -133,14 +158,27 @@ ncclResult_t properties_v8(int dev, ncclNetProperties_v8_t* props) {
   return ncclSuccess;
 }
 
-// ---- v11: a context per communicator -----------------------------------------------------------
+// ---- v12 and v11: a context per communicator --------------------------------------------------
 
-ncclResult_t init_v11(void** ctx, uint64_t comm_id, ncclNetCommConfig_v11_t* config,
-                      ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+// v11 and v12 share the config and attribute layouts (reference §1.5, §1.6).
+static_assert(sizeof(ncclNetCommConfig_v12_t) == sizeof(ncclNetCommConfig_v11_t));
+static_assert(sizeof(ncclNetAttr_v12_t) == sizeof(ncclNetAttr_v11_t));
+
+template <typename Config>
+ncclResult_t init_per_comm(void** ctx, uint64_t comm_id, Config* config, ncclDebugLogger_t logger,
+                           ncclProfilerCallback_t profiler) {
   return guarded("init", [&] {
     int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
     return net::init(ctx, comm_id, tc, logger, profiler);
   });
+}
+ncclResult_t init_v11(void** ctx, uint64_t comm_id, ncclNetCommConfig_v11_t* config,
+                      ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+  return init_per_comm(ctx, comm_id, config, logger, profiler);
+}
+ncclResult_t init_v12(void** ctx, uint64_t comm_id, ncclNetCommConfig_v12_t* config,
+                      ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+  return init_per_comm(ctx, comm_id, config, logger, profiler);
 }
 ncclResult_t finalize_v11(void* ctx) {
   return guarded("finalize", [&] { return net::finalize(ctx); });
@@ -155,7 +193,8 @@ ncclResult_t connect_v11(void* ctx, int dev, void* handle, void** send_comm,
     return net::connect(ctx, dev, handle, NCCL_NET_TRAFFIC_CLASS_UNDEF, send_comm);
   });
 }
-ncclResult_t set_net_attr_v11(void* ctx, ncclNetAttr_v11_t* attr) {
+template <typename Attr>
+ncclResult_t set_net_attr_per_comm(void* ctx, Attr* attr) {
   return guarded("setNetAttr", [&] {
     if (!attr) return ncclSuccess;
     net::NetAttr a;
@@ -170,9 +209,12 @@ ncclResult_t set_net_attr_v11(void* ctx, ncclNetAttr_v11_t* attr) {
     a.op = attr->op;
     a.algo = attr->algo;
     a.proto = attr->proto;
-    return net::set_net_attr(ctx, a);
+    net::set_net_attr(ctx, a);
+    return ncclSuccess;  // NCCL ignores the result; problems were logged
   });
 }
+ncclResult_t set_net_attr_v11(void* ctx, ncclNetAttr_v11_t* attr) { return set_net_attr_per_comm(ctx, attr); }
+ncclResult_t set_net_attr_v12(void* ctx, ncclNetAttr_v12_t* attr) { return set_net_attr_per_comm(ctx, attr); }
 
 // ---- v10 and older: one context for the process, created by the first init ---------------------
 
@@ -257,6 +299,31 @@ ncclResult_t irecv_v8(void* comm, int n, void** data, int* sizes, int* tags, voi
 // ---- the exported tables ------------------------------------------------------------------------
 // getDeviceMr and irecvConsumed (device offload) and makeVDevice (vNIC fusion) stay NULL, which
 // NCCL allows; every other member is called unconditionally.
+
+extern "C" ASTRAL_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
+    .name = net::kPluginName,
+    .init = init_v12,
+    .devices = devices,
+    .getProperties = properties_v12,
+    .listen = listen_v11,
+    .connect = connect_v11,
+    .accept = accept,
+    .regMr = reg_mr,
+    .regMrDmaBuf = reg_mr_dmabuf,
+    .deregMr = dereg_mr,
+    .isend = isend,
+    .irecv = irecv,
+    .iflush = iflush,
+    .test = test,
+    .closeSend = close_send,
+    .closeRecv = close_recv,
+    .closeListen = close_listen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+    .finalize = finalize_v11,
+    .setNetAttr = set_net_attr_v12,
+};
 
 extern "C" ASTRAL_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
     .name = net::kPluginName,

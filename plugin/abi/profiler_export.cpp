@@ -1,5 +1,6 @@
-// The only file that knows NCCL's profiler plugin versions. It exports ncclProfiler_v5 (NCCL
-// 2.28) and the v4 (2.25-2.27), v3 (2.24), v2 (2.23) and v1 (2.22) tables NCCL falls back to,
+// The only file that knows NCCL's profiler plugin versions. It exports ncclProfiler_v6 (NCCL
+// 2.29+, copy-engine events), v5 (2.28) and the v4 (2.25-2.27), v3 (2.24), v2 (2.23) and v1
+// (2.22) tables NCCL falls back to,
 // converts each version's descriptors into the version-neutral profiler::EventDescr and calls
 // the core (plugin/src/profiler). Nothing is thrown across NCCL; every call but init returns
 // ncclSuccess whatever happens, as NCCL expects.
@@ -11,6 +12,7 @@
 #include "abi/profiler_v3.h"
 #include "abi/profiler_v4.h"
 #include "abi/profiler_v5.h"
+#include "abi/profiler_v6.h"
 #include "core/log.hpp"
 #include "profiler/profiler.hpp"
 
@@ -53,6 +55,7 @@ EventType type_of(uint64_t type) {
     case ncclProfileProxyStep: return EventType::kProxyStep;
     case ncclProfileKernelCh: return EventType::kKernelChannel;
     case ncclProfileNetPlugin: return EventType::kNetPlugin;
+    case ncclProfileCeColl: return EventType::kCeColl;  // only v6 descriptors carry it
     default: return EventType::kOther;
   }
 }
@@ -111,6 +114,21 @@ core::EventDescr convert(const Descr& d) {
         e.net_data = d.netPlugin.data;
       }
       break;
+    case EventType::kCeColl:
+      // Read only through the CE member; a pre-v6 descriptor never carries this type.
+      if constexpr (requires { d.ceColl.syncStrategy; }) {
+        const auto& c = d.ceColl;
+        e.seq = c.seqNumber;
+        e.func = c.func;
+        e.datatype = c.datatype;
+        e.algo = "CE";
+        e.proto = c.syncStrategy;  // "MC" or "UC": how the CE steps synchronise
+        e.count = c.count;
+        e.root = c.root;
+      } else {
+        e.type = EventType::kOther;
+      }
+      break;
     case EventType::kGroup:
     case EventType::kOther:
       break;
@@ -154,6 +172,14 @@ ncclResult_t init_v5(void** context, uint64_t comm_id, int* mask, const char* na
   core::CommDescr comm{comm_id, name, nnodes, nranks, rank};
   return core::init(context, mask, &comm);
 }
+// v6: CE collectives are asked for with the kernel collectives (a v5 table never sees the bits:
+// NCCL's v5 adapter clears them).
+ncclResult_t init_v6(void** context, uint64_t comm_id, int* mask, const char* name, int nnodes, int nranks,
+                     int rank, ncclDebugLogger_t logger) {
+  ncclResult_t result = init_v5(context, comm_id, mask, name, nnodes, nranks, rank, logger);
+  if (mask && (*mask & ncclProfileColl)) *mask |= ncclProfileCeColl;
+  return result;
+}
 ncclResult_t init_v4(void** context, int* mask, const char* name, uint64_t comm_hash, int nnodes, int nranks,
                      int rank, ncclDebugLogger_t logger) {
   return init_v5(context, comm_hash, mask, name, nnodes, nranks, rank, logger);
@@ -177,6 +203,9 @@ constexpr Table profiler_table(decltype(Table::init) init) {
                pabi::record_state<State, Args>, pabi::finalize};
 }
 
+extern "C" ASTRAL_PROFILER_EXPORT const ncclProfiler_v6_t ncclProfiler_v6 =
+    profiler_table<ncclProfiler_v6_t, ncclProfilerEventDescr_v6_t, ncclProfilerEventState_v6_t,
+                   ncclProfilerEventStateArgs_v6_t>(pabi::init_v6);
 extern "C" ASTRAL_PROFILER_EXPORT const ncclProfiler_v5_t ncclProfiler_v5 =
     profiler_table<ncclProfiler_v5_t, ncclProfilerEventDescr_v5_t, ncclProfilerEventState_v5_t,
                    ncclProfilerEventStateArgs_v5_t>(pabi::init_v5);

@@ -1,4 +1,5 @@
-// The only file that knows NCCL's tuner plugin versions. It exports ncclTunerPlugin_v5 (NCCL 2.28:
+// The only file that knows NCCL's tuner plugin versions. It exports ncclTunerPlugin_v6 (NCCL 2.30:
+// v5 plus getChunkSize), ncclTunerPlugin_v5 (NCCL 2.28:
 // communicator id, NVLink domains and NCCL's tuning constants at init), _v4 and _v3 (cost table,
 // with and without regBuff) and _v2 (one algorithm/protocol answer), and maps each onto the
 // version-neutral core (plugin/src/tuner). Nothing is thrown across NCCL, and no call returns an
@@ -10,6 +11,7 @@
 #include "abi/tuner_v3.h"
 #include "abi/tuner_v4.h"
 #include "abi/tuner_v5.h"
+#include "abi/tuner_v6.h"
 #include "tuner/tuner.hpp"
 
 #define ASTRAL_EXPORT __attribute__((visibility("default")))
@@ -27,6 +29,8 @@ static_assert(NCCL_NUM_ALGORITHMS == astral::seer::kAlgorithms);
 static_assert(NCCL_NUM_PROTOCOLS == astral::seer::kProtocols);
 static_assert(NCCL_ALGO_RING == int(astral::seer::Algorithm::kRing));
 static_assert(NCCL_PROTO_SIMPLE == int(astral::seer::Protocol::kSimple));
+static_assert(NCCL_PROTO_LL == int(astral::seer::Protocol::kLL));
+static_assert(NCCL_PROTO_LL128 == int(astral::seer::Protocol::kLL128));
 
 tuner::Context* tuner_as_context(void* ctx) { return static_cast<tuner::Context*>(ctx); }
 
@@ -38,15 +42,15 @@ ncclResult_t tuner_init_common(const tuner::InitArgs& args, void** context) noex
 
 // ---- v5 -----------------------------------------------------------------------------------------
 
-ncclResult_t tuner_init_v5(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
-                     ncclDebugLogger_t logger, ncclNvlDomainInfo_v5_t* nvl_info,
-                     ncclTunerConstants_v5_t* constants) {
+ncclResult_t tuner_init_v5_v6(int version, void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
+                              ncclDebugLogger_t logger, ncclNvlDomainInfo_v5_t* nvl_info,
+                              ncclTunerConstants_v5_t* constants) {
   tuner::InitArgs args;
   args.comm_id = comm_id;
   args.n_ranks = n_ranks;
   args.n_nodes = n_nodes;
   args.logger = logger;
-  args.abi_version = 5;
+  args.abi_version = version;
   tuner::NvlDomains nvl;
   if (nvl_info) {
     nvl = {nvl_info->nNvlDomains, nvl_info->minRanksPerNvlDomain, nvl_info->maxRanksPerNvlDomain};
@@ -63,6 +67,12 @@ ncclResult_t tuner_init_v5(void** context, uint64_t comm_id, size_t n_ranks, siz
   return tuner_init_common(args, context);
 }
 
+ncclResult_t tuner_init_v5(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
+                           ncclDebugLogger_t logger, ncclNvlDomainInfo_v5_t* nvl_info,
+                           ncclTunerConstants_v5_t* constants) {
+  return tuner_init_v5_v6(5, context, comm_id, n_ranks, n_nodes, logger, nvl_info, constants);
+}
+
 ncclResult_t tuner_get_coll_info_v4_v5(void* context, ncclFunc_t coll, size_t bytes, int num_pipe_ops,
                                  float** cost_table, int num_algo, int num_proto, int /*reg_buff*/,
                                  int* /*n_channels: 0 keeps NCCL's channel count*/) {
@@ -74,6 +84,21 @@ ncclResult_t tuner_get_coll_info_v4_v5(void* context, ncclFunc_t coll, size_t by
 
 ncclResult_t tuner_finalize(void* context) {
   tuner::finalize(tuner_as_context(context));
+  return ncclSuccess;
+}
+
+// ---- v6 -----------------------------------------------------------------------------------------
+
+ncclResult_t tuner_init_v6(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
+                           ncclDebugLogger_t logger, ncclNvlDomainInfo_v6_t* nvl_info,
+                           ncclTunerConstants_v6_t* constants) {
+  return tuner_init_v5_v6(6, context, comm_id, n_ranks, n_nodes, logger, nvl_info, constants);
+}
+
+// An error here fails the collective (reference §2.3): always ncclSuccess.
+ncclResult_t tuner_get_chunk_size_v6(void* context, ncclFunc_t coll, size_t bytes, int algo, int proto,
+                                     int n_channels, size_t* chunk_size) {
+  tuner::chunk_size(tuner_as_context(context), int(coll), bytes, algo, proto, n_channels, chunk_size);
   return ncclSuccess;
 }
 
@@ -114,6 +139,14 @@ ncclResult_t tuner_get_coll_info_v2(void* context, ncclFunc_t coll, size_t bytes
 }
 
 }  // namespace
+
+extern "C" ASTRAL_EXPORT const ncclTuner_v6_t ncclTunerPlugin_v6 = {
+    .name = kTunerName,
+    .init = tuner_init_v6,
+    .getCollInfo = tuner_get_coll_info_v4_v5,
+    .finalize = tuner_finalize,
+    .getChunkSize = tuner_get_chunk_size_v6,
+};
 
 extern "C" ASTRAL_EXPORT const ncclTuner_v5_t ncclTunerPlugin_v5 = {
     .name = kTunerName,

@@ -76,7 +76,7 @@ TEST_CASE("only NCCL's entry points are exported", "[plugin][deps]") {
     CHECK(starts_with_any(symbol, {"ncclNetPlugin_v", "ncclTunerPlugin_v", "ncclProfiler_v"}));
     tables += symbol.rfind("ncclNetPlugin_v", 0) == 0;
   }
-  CHECK(tables == 4);  // v11, v10, v9, v8
+  CHECK(tables == 5);  // v12, v11, v10, v9, v8
 }
 
 TEST_CASE("LD_PRELOAD alone points NCCL at the library", "[plugin][deps]") {

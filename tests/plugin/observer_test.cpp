@@ -99,8 +99,8 @@ TEST_CASE("transfers reach the observer with agreed sequence numbers and the pro
   int tags[2] = {5, 5};
   void* phandles[2] = {&phandle, &phandle};
   void *rr = nullptr, *sr = nullptr;
-  REQUIRE(net::irecv(recv, 1, data, sizes, tags, phandles, &rr) == ncclSuccess);
-  REQUIRE(net::isend(send, out[0], 64, 5, &phandle, &sr) == ncclSuccess);
+  REQUIRE(net::irecv(recv, 1, data, sizes, tags, nullptr, phandles, &rr) == ncclSuccess);
+  REQUIRE(net::isend(send, out[0], 64, 5, nullptr, &phandle, &sr) == ncclSuccess);
   wait_done({rr, sr});
   REQUIRE(find(false, false, 5));
   CHECK(find(false, false, 5)->known);
@@ -133,10 +133,10 @@ TEST_CASE("transfers reach the observer with agreed sequence numbers and the pro
   g_seen.clear();
   tags[0] = 7;
   tags[1] = 8;
-  REQUIRE(net::irecv(recv, 2, data, sizes, tags, nullptr, &rr) == ncclSuccess);
+  REQUIRE(net::irecv(recv, 2, data, sizes, tags, nullptr, nullptr, &rr) == ncclSuccess);
   void *s1 = nullptr, *s2 = nullptr;
-  REQUIRE(net::isend(send, out[1], 64, 8, nullptr, &s1) == ncclSuccess);  // sequence 1
-  REQUIRE(net::isend(send, out[2], 64, 7, nullptr, &s2) == ncclSuccess);  // sequence 2
+  REQUIRE(net::isend(send, out[1], 64, 8, nullptr, nullptr, &s1) == ncclSuccess);  // sequence 1
+  REQUIRE(net::isend(send, out[2], 64, 7, nullptr, nullptr, &s2) == ncclSuccess);  // sequence 2
   wait_done({rr, s1, s2});
   CHECK_FALSE(find(false, false, 7)->known);
   CHECK_FALSE(find(false, false, 8)->known);
@@ -145,8 +145,8 @@ TEST_CASE("transfers reach the observer with agreed sequence numbers and the pro
   CHECK(find(true, false, 8)->slot == 1);
   CHECK(find(true, false, 7)->sequence == 2);
   // After mixed tags, posting order no longer decides: a later single receive waits too.
-  REQUIRE(net::irecv(recv, 1, data, sizes, tags, nullptr, &rr) == ncclSuccess);
-  REQUIRE(net::isend(send, out[3], 64, 7, nullptr, &s1) == ncclSuccess);
+  REQUIRE(net::irecv(recv, 1, data, sizes, tags, nullptr, nullptr, &rr) == ncclSuccess);
+  REQUIRE(net::isend(send, out[3], 64, 7, nullptr, nullptr, &s1) == ncclSuccess);
   wait_done({rr, s1});
   REQUIRE(g_seen.size() == 12);  // 2 + 2 posted, 4 completed; then 1 + 1 posted, 2 completed
   CHECK_FALSE(g_seen[8].send);

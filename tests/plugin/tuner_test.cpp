@@ -10,6 +10,7 @@
 #include "abi/tuner_v3.h"
 #include "abi/tuner_v4.h"
 #include "abi/tuner_v5.h"
+#include "abi/tuner_v6.h"
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/nccl_tuner.hpp"
 #include "harness.hpp"
@@ -113,7 +114,13 @@ TEST_CASE("every tuner table NCCL looks up is exported and complete", "[plugin][
   CHECK((v4->init && v4->getCollInfo && v4->destroy));
   CHECK((v3->init && v3->getCollInfo && v3->destroy));
   CHECK((v2->init && v2->getCollInfo && v2->destroy));
-  CHECK(plugin.symbol("ncclTunerPlugin_v6") == nullptr);  // not an interface NCCL 2.28 knows
+  const auto* v6 = static_cast<const ncclTuner_v6_t*>(plugin.symbol("ncclTunerPlugin_v6"));
+  REQUIRE(v6);  // NCCL 2.30 looks it up first
+  CHECK(std::string(v6->name) == "Astral");
+  CHECK((v6->init && v6->getCollInfo && v6->finalize && v6->getChunkSize));
+  // The first four members are v5's: the same calls behind both tables.
+  CHECK((void*)v6->getCollInfo == (void*)v5->getCollInfo);
+  CHECK((void*)v6->finalize == (void*)v5->finalize);
 }
 
 TEST_CASE("v5 getCollInfo writes Seer's costs inside NCCL's table and keeps what NCCL disabled",

@@ -11,8 +11,8 @@
 #include <map>
 
 #include "core/config.hpp"
-#include "core/device_table.hpp"
-#include "core/ifname_filter.hpp"
+#include "tcp/devices.hpp"
+#include "tcp/ifname_filter.hpp"
 #include "astral/topo/node.hpp"
 #include "astral/topo/sysfs.hpp"
 #include "core/nic_inventory.hpp"
@@ -41,7 +41,7 @@ NetInterface iface(const std::string& name, bool loopback = false, std::string p
   return i;
 }
 
-std::vector<std::string> names(const std::vector<NetDevice>& devices) {
+std::vector<std::string> names(const std::vector<TcpDevice>& devices) {
   std::vector<std::string> out;
   for (const auto& d : devices) out.push_back(d.name);
   return out;
@@ -56,7 +56,7 @@ TEST_CASE("configuration: defaults, valid values and one warning per bad value",
   CHECK(defaults.streams == 0);
   CHECK(defaults.timeout_ms == 30000);
   CHECK(defaults.max_recvs == 8);
-  CHECK(defaults.transport == "tcp");
+  CHECK(defaults.transport == "auto");
 
   Config set = parse({{"ASTRAL_TCP_STREAMS", "4"},
                       {"ASTRAL_TCP_STRIPE_MIN", "256K"},
@@ -88,7 +88,7 @@ TEST_CASE("configuration: defaults, valid values and one warning per bad value",
   CHECK(all.find("ASTRAL_TRANSPORT='carrier-pigeon'") != std::string::npos);
   CHECK(bad.streams == 0);
   CHECK(bad.timeout_ms == 30000);
-  CHECK(bad.transport == "tcp");
+  CHECK(bad.transport == "auto");
 }
 
 TEST_CASE("interface filter follows NCCL_SOCKET_IFNAME", "[plugin][unit]") {

@@ -10,6 +10,7 @@
 
 #include "abi/profiler_common.h"
 #include "abi/profiler_v3.h"
+#include "abi/profiler_v6.h"
 #include "astral/trace/cluster.hpp"
 #include "astral/trace/reader.hpp"
 #include "run_process.hpp"
@@ -24,12 +25,15 @@ namespace {
 constexpr uint64_t kCommHash = 0x7e57c0ffee000001ull;
 constexpr int kSteps = 4;  // per proxy op, as in the driver
 
-TraceFile drive(const std::string& version, const std::string& dir) {
-  auto r = run_process({PROFILER_DRIVER, ASTRAL_NET_PLUGIN_SO, version}, 60, {"ASTRAL_TRACE_DIR=" + dir});
+TraceFile drive(const std::string& version, const std::string& dir, bool with_ce = false) {
+  std::vector<std::string> args = {PROFILER_DRIVER, ASTRAL_NET_PLUGIN_SO, version};
+  if (with_ce) args.push_back("ce");
+  auto r = run_process(args, 60, {"ASTRAL_TRACE_DIR=" + dir});
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  const int want = ncclProfileGroup | ncclProfileColl | ncclProfileP2p | ncclProfileProxyOp | ncclProfileProxyStep |
-                   ncclProfileKernelCh | ncclProfileNetPlugin;
+  int want = ncclProfileGroup | ncclProfileColl | ncclProfileP2p | ncclProfileProxyOp | ncclProfileProxyStep |
+             ncclProfileKernelCh | ncclProfileNetPlugin;
+  if (version == "v6") want |= ncclProfileCeColl;  // CE collectives with the kernel ones
   CHECK(r.out.find("mask=" + std::to_string(want)) != std::string::npos);
   auto paths = find_trace_files({dir});
   REQUIRE(paths.size() == 1);
@@ -149,6 +153,29 @@ void check_trace(const TraceFile& f, bool comm_size_known = true) {
 
 }  // namespace
 
+TEST_CASE("the profiler v6 table over net v12 (NCCL 2.30) records the same") {
+  TempDir dir;
+  check_trace(drive("v6", dir.path));
+}
+
+TEST_CASE("the profiler v6 table records copy-engine collectives and accepts their syncs and batches") {
+  TempDir dir;
+  TraceFile f = drive("v6", dir.path, true);
+  CHECK_FALSE(f.damage.corrupt());
+  int ce = 0;
+  for (const Event* e : of_kind<Collective>(f, EventKind::CollBegin)) {
+    const Collective& c = *e->as<Collective>();
+    if (f.str(c.algo) != "CE") continue;
+    ++ce;
+    CHECK(f.str(c.func) == "AllGather");
+    CHECK(f.str(c.proto) == "UC");
+    CHECK(c.seq == 7);
+    CHECK(c.count == 4096);
+    CHECK(e->comm_hash == kCommHash);
+  }
+  CHECK(ce == 2);  // one per rank; CeSync and CeBatch are accepted and not recorded
+}
+
 TEST_CASE("the profiler v5 entry points driven as NCCL drives them record an all-reduce and a send/recv") {
   TempDir dir;
   check_trace(drive("v5", dir.path));
@@ -173,7 +200,7 @@ TEST_CASE("the profiler asks NCCL for nothing when tracing is off, and every tab
 
   void* lib = dlopen(ASTRAL_NET_PLUGIN_SO, RTLD_NOW | RTLD_LOCAL);
   REQUIRE(lib);
-  for (const char* name : {"ncclProfiler_v5", "ncclProfiler_v4", "ncclProfiler_v3", "ncclProfiler_v2",
+  for (const char* name : {"ncclProfiler_v6", "ncclProfiler_v5", "ncclProfiler_v4", "ncclProfiler_v3", "ncclProfiler_v2",
                            "ncclProfiler_v1"}) {
     INFO(name);
     const auto* table = static_cast<const ncclProfiler_v3_t*>(dlsym(lib, name));

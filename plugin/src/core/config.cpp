@@ -63,12 +63,12 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
   read_integer(env, "ASTRAL_TCP_TIMEOUT_MS", 100, 24LL * 3600 * 1000, config.timeout_ms, warnings);
   read_integer(env, "ASTRAL_NET_MAX_RECVS", 1, kMaxGroupedRecvs, config.max_recvs, warnings);
   if (const char* transport = env("ASTRAL_TRANSPORT"); transport && *transport) {
-    if (std::string_view(transport) == "tcp") {
+    std::string_view t(transport);
+    if (t == "tcp" || t == "ib" || t == "auto") {
       config.transport = transport;
     } else {
       warnings->push_back(fmt::format(
-          "ASTRAL_TRANSPORT='{}' is not available in this build (only 'tcp'); using tcp",
-          transport));
+          "ASTRAL_TRANSPORT='{}' is not tcp, ib or auto; using auto", transport));
     }
   }
   return config;

@@ -16,7 +16,7 @@ struct Config {
   std::size_t stripe_min = 1 << 20; // ASTRAL_TCP_STRIPE_MIN: smallest message striped
   int timeout_ms = 30000;           // ASTRAL_TCP_TIMEOUT_MS: peer-silence bound
   int max_recvs = 8;                // ASTRAL_NET_MAX_RECVS: grouped receives advertised
-  std::string transport = "tcp";    // ASTRAL_TRANSPORT
+  std::string transport = "auto";   // ASTRAL_TRANSPORT: tcp | ib | auto (ib where RDMA is usable)
 };
 
 inline constexpr int kMaxStreams = 16;

@@ -1,5 +1,6 @@
-// The version-neutral core: contexts and the process-wide device table, argument checks, and
-// dispatch to the transport. Every ABI version's table ends up here (plugin/abi/net_export.cpp).
+// The version-neutral core: contexts, the process's transport (chosen by the factory on the
+// shared host view), argument checks, and dispatch to the transport, which decides everything
+// about devices, memory and flushes. Every ABI version's table ends up here (plugin/abi/net_export.cpp).
 #include "astral/plugin/net.hpp"
 
 #include <algorithm>
@@ -23,6 +24,7 @@ constinit std::atomic<NetObserverFactory> g_observer_factory{nullptr};
 // finalize, until the process exits. Plain pointers: nothing runs at library load or unload.
 struct ProcessState {
   Config config;
+  std::shared_ptr<const HostView> host;
   std::unique_ptr<Transport> transport;
   std::set<std::shared_ptr<NetContext>> contexts;
 };
@@ -48,8 +50,8 @@ std::shared_ptr<NetContext> find_context(void* ctx) {
 Transport* transport_for_device(int dev, const char* call) {
   std::lock_guard lock(g_mutex);
   Transport* t = transport_or_warn(call);
-  if (t && (dev < 0 || dev >= static_cast<int>(t->devices().size()))) {
-    ASTRAL_WARN("{}: device {} does not exist ({} devices)", call, dev, t->devices().size());
+  if (t && (dev < 0 || dev >= t->device_count())) {
+    ASTRAL_WARN("{}: device {} does not exist ({} devices)", call, dev, t->device_count());
     return nullptr;
   }
   return t;
@@ -66,6 +68,35 @@ std::shared_ptr<NetObserver> make_observer(uint64_t comm_id) {
 }
 
 namespace net {
+namespace {
+
+// NCCL's undefined value is -1; anything below it is not a hint. algo/proto describe the last
+// collective and are stale on p2p ops: keep them only when op names a collective (bits 0..4).
+NetAttr sanitized(const NetAttr& in) {
+  NetAttr a = in;
+  struct Field {
+    const char* name;
+    int32_t* value;
+  } fields[] = {{"sendCommAttr.maxConcurrentPeers", &a.send_max_peers},
+                {"sendCommAttr.minConcurrentPeers", &a.send_min_peers},
+                {"sendCommAttr.maxFlowsPerPeer", &a.send_max_flows},
+                {"sendCommAttr.minFlowsPerPeer", &a.send_min_flows},
+                {"recvCommAttr.maxConcurrentPeers", &a.recv_max_peers},
+                {"recvCommAttr.minConcurrentPeers", &a.recv_min_peers},
+                {"recvCommAttr.maxFlowsPerPeer", &a.recv_max_flows},
+                {"recvCommAttr.minFlowsPerPeer", &a.recv_min_flows}};
+  for (auto& f : fields) {
+    if (*f.value < NCCL_NET_ATTR_UNDEF) {
+      ASTRAL_WARN("setNetAttr: {} = {} is not a count or NCCL_NET_ATTR_UNDEF; ignored", f.name, *f.value);
+      *f.value = NCCL_NET_ATTR_UNDEF;
+    }
+  }
+  constexpr uint32_t kCollectiveOps = (1u << 5) - 1;  // Broadcast .. AllReduce
+  if (a.op == UINT32_MAX || (a.op & kCollectiveOps) == 0) a.algo = a.proto = UINT32_MAX;
+  return a;
+}
+
+}  // namespace
 
 ncclResult_t init(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger,
                   ncclProfilerCallback_t profiler) {
@@ -75,24 +106,30 @@ ncclResult_t init(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogg
   if (!g_state) {
     auto state = std::make_unique<ProcessState>();
     state->config = load_config();
+    state->host = host_view();
     std::string why;
-    state->transport = make_transport(state->config, &why);
+    state->transport = make_transport(state->config, *state->host, &why);
     if (!state->transport) {
       ASTRAL_WARN("cannot start: {}", why);
       return ncclInvalidUsage;
     }
-    const auto& devs = state->transport->devices();
-    if (devs.empty()) {
+    const Transport& t = *state->transport;
+    if (t.device_count() == 0) {
       ASTRAL_WARN("no network device: {}", why);
     } else {
       std::string list;
-      for (size_t i = 0; i < devs.size(); ++i) {
-        list += fmt::format(" [{}]{}{}", i, devs[i].name,
-                            devs[i].rail >= 0 ? fmt::format("(rail {})", devs[i].rail) : "");
+      for (int i = 0; i < t.device_count(); ++i) {
+        const NicPort& d = t.device(i);
+        list += fmt::format(" [{}]{}{}", i, d.name, d.rail >= 0 ? fmt::format("(rail {})", d.rail) : "");
       }
-      ASTRAL_INFO("transport {}, {} device(s):{}", state->transport->name(), devs.size(), list);
+      ASTRAL_INFO("transport {}, {} device(s):{}", t.name(), t.device_count(), list);
     }
     g_state = state.release();
+  }
+  if (traffic_class < NCCL_NET_TRAFFIC_CLASS_UNDEF) {
+    ASTRAL_WARN("init: traffic class {} is negative and not NCCL_NET_TRAFFIC_CLASS_UNDEF (-1); "
+                "using the transport's default", traffic_class);
+    traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
   }
   auto context = std::make_shared<NetContext>();
   context->comm_id = comm_id;
@@ -130,36 +167,24 @@ ncclResult_t devices(int* ndev) {
   std::lock_guard lock(g_mutex);
   Transport* t = transport_or_warn("devices");
   if (!t) return ncclInternalError;
-  *ndev = static_cast<int>(t->devices().size());
+  *ndev = t->device_count();
   return ncclSuccess;
 }
 
 ncclResult_t get_properties(int dev, DeviceProperties* props) {
   Transport* transport = transport_for_device(dev, "getProperties");
   if (!transport) return ncclInternalError;
-  const Transport& t = *transport;
-  const NetDevice& d = t.devices()[static_cast<size_t>(dev)];
-  *props = DeviceProperties{};
-  props->name = d.name.c_str();
-  props->pci_path = d.pci_path.empty() ? nullptr : d.pci_path.c_str();
-  props->guid = d.guid;
-  props->port = d.port;
-  props->speed_mbps = d.speed_mbps;
-  props->latency_us = 0;
-  props->ptr_support = NCCL_PTR_HOST;
-  props->reg_is_global = true;
-  props->max_comms = 65536;
-  props->max_recvs = t.max_recvs();
-  props->max_p2p_bytes = t.max_message_bytes();
-  props->max_coll_bytes = t.max_message_bytes();
-  props->rail = d.rail;
+  *props = transport->properties(dev);
   return ncclSuccess;
 }
 
 ncclResult_t set_net_attr(void* ctx, const NetAttr& attr) {
   auto context = find_context(ctx);
-  if (!context) return ncclInternalError;
-  context->set_attr(attr);
+  if (!context) {
+    ASTRAL_WARN("setNetAttr: unknown net context {}", ctx);
+    return ncclInternalError;
+  }
+  context->set_attr(sanitized(attr));
   return ncclSuccess;
 }
 
@@ -202,39 +227,35 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
   return res;
 }
 
-// Host memory needs no registration for sockets; the handle only lets us reject GPU memory,
-// which this transport does not advertise.
 namespace {
-struct MemoryRegion {
-  static constexpr uint32_t kMagic = 0x4d454d52;
-  uint32_t magic = kMagic;
-  int type = NCCL_PTR_HOST;
-};
+// The process transport and the comm NCCL named, or null after one WARN.
+Transport* transport_for_comm(void* comm, const char* call) {
+  std::lock_guard lock(g_mutex);
+  Transport* t = transport_or_warn(call);
+  auto* c = static_cast<Comm*>(comm);
+  if (t && (!c || (c->kind() != Comm::Kind::kSend && c->kind() != Comm::Kind::kRecv))) {
+    ASTRAL_WARN("{} on something that is not a send or receive comm", call);
+    return nullptr;
+  }
+  return t;
+}
 }  // namespace
 
-ncclResult_t reg_mr(void*, void* data, size_t size, int type, void** mhandle) {
+ncclResult_t reg_mr(void* comm, const MemoryRegion& region, void** mhandle) {
   *mhandle = nullptr;
-  if (type != NCCL_PTR_HOST) {
-    ASTRAL_WARN("regMr: memory type {} at {} ({} bytes) is not host memory; this transport "
-                "supports NCCL_PTR_HOST only",
-                type, data, size);
-    return ncclInternalError;
-  }
-  *mhandle = new MemoryRegion{};
-  return ncclSuccess;
+  Transport* t = transport_for_comm(comm, region.dmabuf ? "regMrDmaBuf" : "regMr");
+  if (!t) return ncclInternalError;
+  return t->reg_mr(*static_cast<Comm*>(comm), region, mhandle);
 }
 
-ncclResult_t dereg_mr(void*, void* mhandle) {
-  auto* region = static_cast<MemoryRegion*>(mhandle);
-  if (region && region->magic == MemoryRegion::kMagic) {
-    region->magic = 0;
-    delete region;
-  }
-  return ncclSuccess;
+ncclResult_t dereg_mr(void* comm, void* mhandle) {
+  Transport* t = transport_for_comm(comm, "deregMr");
+  if (!t) return ncclInternalError;
+  return t->dereg_mr(*static_cast<Comm*>(comm), mhandle);
 }
 
-ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* phandle,
-                   void** request) {
+ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+                   void* phandle, void** request) {
   *request = nullptr;
   auto* comm = static_cast<Comm*>(send_comm);
   if (!comm || comm->kind() != Comm::Kind::kSend) {
@@ -246,13 +267,13 @@ ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* phan
     return ncclInternalError;
   }
   Request* r = nullptr;
-  ncclResult_t res = static_cast<SendComm*>(comm)->isend(data, size, tag, phandle, &r);
+  ncclResult_t res = static_cast<SendComm*>(comm)->isend(data, size, tag, mhandle, phandle, &r);
   *request = r;
   return res;
 }
 
 ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
-                   void** phandles, void** request) {
+                   void** mhandles, void** phandles, void** request) {
   // NCCL may pre-set *request to NCCL_NET_OPTIONAL_RECV_COMPLETION as a hint; TCP completes a
   // receive only once its bytes are in the buffer, so the hint changes nothing. Always overwrite.
   *request = nullptr;
@@ -272,16 +293,28 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, con
     }
   }
   Request* r = nullptr;
-  ncclResult_t res = static_cast<RecvComm*>(comm)->irecv(n, data, sizes, tags, phandles, &r);
+  ncclResult_t res = static_cast<RecvComm*>(comm)->irecv(n, data, sizes, tags, mhandles, phandles, &r);
   *request = r;
   return res;
 }
 
-ncclResult_t iflush(void*, int, void**, const int*, void** request) {
-  // Only GPU memory ever needs a flush, and this transport moves host memory: nothing to do.
-  // A null request tells NCCL the flush is complete.
+ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles,
+                    void** request) {
+  // The transport decides whether received data needs a flush; a null request means "complete".
   *request = nullptr;
-  return ncclSuccess;
+  auto* comm = static_cast<Comm*>(recv_comm);
+  if (!comm || comm->kind() != Comm::Kind::kRecv) {
+    ASTRAL_WARN("iflush on something that is not a receive comm");
+    return ncclInternalError;
+  }
+  if (n < 1 || n > kMaxGroupedRecvs) {
+    ASTRAL_WARN("iflush with {} buffers; at most {} are supported", n, kMaxGroupedRecvs);
+    return ncclInternalError;
+  }
+  Request* r = nullptr;
+  ncclResult_t res = static_cast<RecvComm*>(comm)->iflush(n, data, sizes, mhandles, &r);
+  *request = r;
+  return res;
 }
 
 ncclResult_t test(void* request, int* done, int* sizes) {

@@ -1,6 +1,6 @@
 #pragma once
 // The net transport's own record of its work: with ASTRAL_TRACE_DIR set, every connection,
-// transfer, failure and close goes to this process's trace file (monitor/trace), and every
+// transfer, failure and close goes to this process's trace file (trace/), and every
 // transfer NCCL's profiler asked about is reported to it through the profiler callback, so the
 // profiler can tie it to the proxy step, and so to the collective, it serves.
 //
@@ -22,7 +22,7 @@ inline uint64_t message_request_id(const ConnectionInfo& connection, uint32_t se
   return trace::request_id(trace::MessageKeys{connection.comm_id, connection.connection_id, sequence});
 }
 
-// The process trace writer (monitor/trace), its one warning routed to NCCL's logger; null when
+// The process trace writer (trace/), its one warning routed to NCCL's logger; null when
 // tracing is off. Shared by the net transport and the profiler: one file per process.
 trace::Writer* process_trace_writer() noexcept;
 

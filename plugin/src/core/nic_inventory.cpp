@@ -120,19 +120,6 @@ std::vector<RdmaPort> rdma_ports_from(const topo::sysfs::Root& root,
   return ports;
 }
 
-std::vector<RdmaPort> discover_rdma_ports(std::string* why_no_rails) {
-  topo::sysfs::Root root("/");
-  auto devices = topo::sysfs::read_ib_devices(root);
-  if (devices.empty()) return {};  // no RDMA NIC: no need for the node model
-  try {
-    topo::Node node = topo::discover_live();
-    return rdma_ports_from(root, devices, &node);
-  } catch (const std::exception& e) {
-    if (why_no_rails) *why_no_rails = e.what();
-    return rdma_ports_from(root, devices, nullptr);
-  }
-}
-
 std::vector<NetInterface> list_interfaces(int family, const std::string& sysfs_root) {
   std::vector<NetInterface> result;
   ifaddrs* list = nullptr;

@@ -1,8 +1,7 @@
 #pragma once
-// The narrow view of the node the plugin needs: which network devices exist, which RDMA NIC port
-// backs each, their PCI paths, GUIDs, speeds and rails. The facts come from topo: its sysfs readers
-// for RDMA devices and PCI paths, its node model (hwloc) for rails. Everything else in the plugin
-// goes through this file.
+// The sysfs facts behind the host view (core/host_view.hpp): RDMA NIC ports, their PCI paths,
+// GUIDs, speeds and rails (from topo's node model), and the host's IP interfaces. The facts come
+// from topo's sysfs readers; everything else in the plugin goes through the host view.
 #include <sys/socket.h>
 
 #include <cstdint>
@@ -43,12 +42,7 @@ struct NetInterface {
   int dev_port = 0;      // /sys/class/net/<name>/dev_port
 };
 
-// RDMA ports of this host, in PCI order. The node model (hwloc) is built only when RDMA devices
-// exist; if it cannot be built the ports are still reported, without rails (`why_no_rails` says
-// why).
-std::vector<RdmaPort> discover_rdma_ports(std::string* why_no_rails);
-
-// The combination behind discover_rdma_ports, for any root laid out like "/" (tests use fixture
+// The RDMA ports under any root laid out like "/" (tests use fixture
 // trees): sysfs facts for every port, rails from `node` when given.
 std::vector<RdmaPort> rdma_ports_from(const topo::sysfs::Root& root,
                                       const std::vector<topo::sysfs::IbDevice>& devices,

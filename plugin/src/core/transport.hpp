@@ -1,7 +1,8 @@
 #pragma once
-// The interface every transport implements (tcp now; ib later, loaded with dlopen). The core
-// (net.cpp) validates NCCL's arguments and owns contexts; a transport owns sockets or queue pairs
-// and moves bytes. Objects handed to NCCL are these classes' instances, cast to void*.
+// The interface every transport implements (tcp now; ib next, loaded with dlopen). The core
+// (net.cpp) validates NCCL's arguments and owns contexts; a transport owns everything about
+// moving bytes: its devices and what they support (properties), memory registration, sockets or
+// queue pairs, flushes. Objects handed to NCCL are these classes' instances, cast to void*.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -11,7 +12,7 @@
 #include "abi/nccl_common.h"
 #include "astral/plugin/net.hpp"
 #include "core/context.hpp"
-#include "core/device_table.hpp"
+#include "core/host_view.hpp"
 
 namespace astral::plugin {
 
@@ -23,7 +24,8 @@ class Request {
   virtual ncclResult_t test(int* done, int* sizes) = 0;
 };
 
-// Base of send and receive comms, so that regMr can tell which one NCCL passed.
+// Base of send and receive comms, so that regMr can tell which one NCCL passed. One transport
+// runs per process, so a comm is always the process transport's.
 class Comm {
  public:
   enum class Kind : uint32_t { kSend = 0x53454e44, kRecv = 0x52454356 };
@@ -38,16 +40,20 @@ class Comm {
 class SendComm : public Comm {
  public:
   SendComm() : Comm(Kind::kSend) {}
-  // *request = nullptr means "not now, retry".
-  virtual ncclResult_t isend(const void* data, size_t size, int tag, void* phandle,
-                             Request** request) = 0;
+  // `mhandle` is what this transport's reg_mr returned for the buffer (null if NCCL registered
+  // nothing). *request = nullptr means "not now, retry".
+  virtual ncclResult_t isend(const void* data, size_t size, int tag, void* mhandle,
+                             void* phandle, Request** request) = 0;
 };
 
 class RecvComm : public Comm {
  public:
   RecvComm() : Comm(Kind::kRecv) {}
   virtual ncclResult_t irecv(int n, void* const* data, const size_t* sizes, const int* tags,
-                             void* const* phandles, Request** request) = 0;
+                             void* const* mhandles, void* const* phandles, Request** request) = 0;
+  // Makes received data visible to the GPU; *request = nullptr when nothing needs doing.
+  virtual ncclResult_t iflush(int n, void* const* data, const int* sizes, void* const* mhandles,
+                              Request** request) = 0;
 };
 
 class ListenComm {
@@ -61,19 +67,34 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
-  virtual const std::vector<NetDevice>& devices() const = 0;
-  virtual int max_recvs() const = 0;
-  virtual size_t max_message_bytes() const = 0;
+  virtual int device_count() const = 0;
+  // The NIC port behind device `dev` (0 <= dev < device_count(), checked by the core).
+  virtual const NicPort& device(int dev) const = 0;
+  // Everything NCCL is told about `dev`: pointer support, flush, latency, limits, rail, plane.
+  virtual net::DeviceProperties properties(int dev) const = 0;
   virtual ncclResult_t listen(const std::shared_ptr<NetContext>& ctx, int dev, void* handle,
                               std::unique_ptr<ListenComm>* listen_comm) = 0;
   // Polled with the same handle until *send_comm is set; in-progress state lives in the handle.
+  // The context's hints (ctx->attr()) as NCCL set them before this poll are visible here.
   virtual ncclResult_t connect(const std::shared_ptr<NetContext>& ctx, int dev, void* handle,
                                int traffic_class, std::unique_ptr<SendComm>* send_comm) = 0;
+  // Registration for one of this transport's comms; a type the transport cannot register is an
+  // error with one WARN naming it, never a crash.
+  virtual ncclResult_t reg_mr(Comm& comm, const net::MemoryRegion& region, void** mhandle) = 0;
+  virtual ncclResult_t dereg_mr(Comm& comm, void* mhandle) = 0;
   // Releases connections NCCL abandoned mid-connect (called by the last finalize).
   virtual void release_abandoned() = 0;
 };
 
-// Creates the transport chosen by the configuration; nullptr with `why` set on failure.
-std::unique_ptr<Transport> make_transport(const struct Config& config, std::string* why);
+// The transport ASTRAL_TRANSPORT chose (config.transport: tcp, ib or auto) on `host`; nullptr with
+// `why` set when it cannot run here.
+std::unique_ptr<Transport> make_transport(const struct Config& config, const HostView& host,
+                                          std::string* why);
 
 }  // namespace astral::plugin
+
+namespace astral::plugin::tcp {
+// The TCP transport (tcp/transport.cpp): devices chosen by ASTRAL_SOCKET_IFNAME on `host`.
+std::unique_ptr<Transport> make_tcp_transport(const Config& config, const HostView& host,
+                                              std::string* why);
+}  // namespace astral::plugin::tcp

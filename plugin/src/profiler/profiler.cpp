@@ -141,7 +141,10 @@ Handle* start_task(Context& ctx, const EventDescr& d) {
       record(*h, tr::EventKind::GroupBegin, tr::Group{h->span_id, d.group_depth});
       return h;
     }
-    case EventType::kColl: {
+    case EventType::kColl:
+    case EventType::kCeColl: {
+      // A CE collective has the comm's CE sequence number and no proxy ops or steps under it;
+      // algo "CE" (set by the ABI layer) keeps it apart from kernel collectives in the trace.
       Handle* h = fresh(ctx, ctx.tasks, d.type, d.comm_hash);
       h->op = d.func ? tr::op_code(d.func) : 0;
       h->seq = d.seq;
@@ -300,6 +303,7 @@ ncclResult_t start_event(void* context, void** handle, const EventDescr& d) noex
   switch (d.type) {
     case EventType::kGroup:
     case EventType::kColl:
+    case EventType::kCeColl:
     case EventType::kP2p:
       *handle = start_task(*ctx, d);
       break;
@@ -320,7 +324,8 @@ ncclResult_t stop_event(void* handle) noexcept {
   if (!h || h->magic != kLiveHandle) return ncclSuccess;  // NCCL passes back null handles too
   switch (h->type) {
     case EventType::kGroup: record(*h, tr::EventKind::GroupEnd, tr::SpanEnd{h->span_id}); break;
-    case EventType::kColl: record(*h, tr::EventKind::CollEnd, tr::SpanEnd{h->span_id}); break;
+    case EventType::kColl:
+    case EventType::kCeColl: record(*h, tr::EventKind::CollEnd, tr::SpanEnd{h->span_id}); break;
     case EventType::kP2p: record(*h, tr::EventKind::P2pEnd, tr::SpanEnd{h->span_id}); break;
     case EventType::kProxyOp: record(*h, tr::EventKind::ProxyOpEnd, tr::SpanEnd{h->span_id}); break;
     case EventType::kProxyStep: record(*h, tr::EventKind::ProxyStepEnd, h->step); break;

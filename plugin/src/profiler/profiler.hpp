@@ -26,7 +26,8 @@ enum class EventType : uint8_t {
   kProxyStep,
   kKernelChannel,
   kNetPlugin,
-  kOther,  // ProxyCtrl, the v5 API-level events: not recorded (null handle)
+  kCeColl,  // v6: a copy-engine collective, recorded as a collective with algo "CE"
+  kOther,   // ProxyCtrl, the v5 API-level events, v6 CE syncs and batches: not recorded
 };
 
 // What init knows about the communicator (v4+; v1-v3 learn it from the first collective).

@@ -69,7 +69,8 @@ class TcpSendComm final : public SendComm {
  public:
   TcpSendComm(std::shared_ptr<NetContext> ctx, std::vector<Fd> streams,
               const ConnectionSetup& setup);
-  ncclResult_t isend(const void* data, size_t size, int tag, void* phandle,
+  // Host memory needs no registration for sockets: the mhandle is not needed to send.
+  ncclResult_t isend(const void* data, size_t size, int tag, void* mhandle, void* phandle,
                      Request** request) override;
   ncclResult_t test(SendRequest* request, int* done, int* sizes);
 
@@ -116,7 +117,12 @@ class TcpRecvComm final : public RecvComm {
   TcpRecvComm(std::shared_ptr<NetContext> ctx, std::vector<Fd> streams,
               const ConnectionSetup& setup);
   ncclResult_t irecv(int n, void* const* data, const size_t* sizes, const int* tags,
-                     void* const* phandles, Request** request) override;
+                     void* const* mhandles, void* const* phandles, Request** request) override;
+  // Sockets write host memory with the CPU: nothing to flush, the request is null (complete).
+  ncclResult_t iflush(int, void* const*, const int*, void* const*, Request** request) override {
+    *request = nullptr;
+    return ncclSuccess;
+  }
   ncclResult_t test(RecvRequest* request, int* done, int* sizes);
 
  private:

@@ -16,7 +16,7 @@ int64_t monotonic_ns() {
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-ConnectionSetup describe_connection(bool sender, const NetDevice& device, int device_index,
+ConnectionSetup describe_connection(bool sender, const TcpDevice& device, int device_index,
                                     int remote_rail, uint64_t connection_id,
                                     const std::string& peer, int timeout_ms, uint64_t stripe_min) {
   ConnectionSetup setup;
@@ -55,6 +55,8 @@ Connection::Connection(std::shared_ptr<NetContext> ctx, std::vector<Fd> streams,
   info_.local_address = local_address_;
   info_.remote_address = remote_address_;
   info_.streams = stream_count();
+  const net::NetAttr hints = ctx_->attr();  // as NCCL set them before this connect/accept poll
+  info_.hint_max_flows = setup.sender ? hints.send_max_flows : hints.recv_max_flows;
   if (auto* obs = observer()) obs->on_connected(info_);
 }
 

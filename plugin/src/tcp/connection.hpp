@@ -11,7 +11,7 @@
 #include "abi/nccl_common.h"
 #include "astral/plugin/observer.hpp"
 #include "core/context.hpp"
-#include "core/device_table.hpp"
+#include "tcp/devices.hpp"
 #include "tcp/socket.hpp"
 
 namespace astral::plugin::tcp {
@@ -31,7 +31,7 @@ struct ConnectionSetup {
 
 // The setup of a connection on local `device` to a peer on `remote_rail`; says once, at INFO,
 // when the connection crosses rails (NCCL should keep each rail to itself).
-ConnectionSetup describe_connection(bool sender, const NetDevice& device, int device_index,
+ConnectionSetup describe_connection(bool sender, const TcpDevice& device, int device_index,
                                     int remote_rail, uint64_t connection_id,
                                     const std::string& peer, int timeout_ms, uint64_t stripe_min);
 
@@ -49,6 +49,8 @@ class Connection {
   uint64_t stripe_min() const { return stripe_min_; }
   const ConnectionInfo& info() const { return info_; }
   NetObserver* observer() const { return ctx_->observer.get(); }
+  // The communicator's hints as NCCL last set them (setNetAttr may run on another thread).
+  net::NetAttr hints() const { return ctx_->attr(); }
   ncclProfilerCallback_t profiler() const { return ctx_->profiler; }
 
   bool failed() const { return failure_ != ncclSuccess; }

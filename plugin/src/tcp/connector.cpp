@@ -31,7 +31,7 @@ bool random_bytes(void* out, size_t size) {
   return true;
 }
 
-TcpConnector::TcpConnector(std::shared_ptr<NetContext> ctx, const NetDevice& device,
+TcpConnector::TcpConnector(std::shared_ptr<NetContext> ctx, const TcpDevice& device,
                            int device_index, const ListenHandle& handle, int streams,
                            const Config& config, int traffic_class)
     : ctx_(std::move(ctx)),

@@ -18,7 +18,7 @@ namespace astral::plugin::tcp {
 class TcpListenComm final : public ListenComm {
  public:
   TcpListenComm(std::shared_ptr<NetContext> ctx, Fd fd, const Secret& secret,
-                const NetDevice& device, int device_index, const Config& config);
+                const TcpDevice& device, int device_index, const Config& config);
   ncclResult_t accept(std::unique_ptr<RecvComm>* recv_comm) override;
 
  private:
@@ -48,7 +48,7 @@ class TcpListenComm final : public ListenComm {
   std::shared_ptr<NetContext> ctx_;
   Fd fd_;
   Secret secret_;
-  NetDevice device_;
+  TcpDevice device_;
   int device_index_;
   int timeout_ms_;
   uint64_t stripe_min_;
@@ -59,7 +59,7 @@ class TcpListenComm final : public ListenComm {
 
 class TcpConnector {
  public:
-  TcpConnector(std::shared_ptr<NetContext> ctx, const NetDevice& device, int device_index,
+  TcpConnector(std::shared_ptr<NetContext> ctx, const TcpDevice& device, int device_index,
                const ListenHandle& handle, int streams, const Config& config, int traffic_class);
   // ncclSuccess with *send_comm null while in progress.
   ncclResult_t poll(std::unique_ptr<SendComm>* send_comm);
@@ -73,7 +73,7 @@ class TcpConnector {
     size_t hello_sent = 0;
   };
   std::shared_ptr<NetContext> ctx_;
-  NetDevice device_;
+  TcpDevice device_;
   int device_index_;
   std::string remote_;
   int timeout_ms_;

@@ -22,7 +22,7 @@ constexpr int kHandshakeTimeoutMs = 10000;
 }  // namespace
 
 TcpListenComm::TcpListenComm(std::shared_ptr<NetContext> ctx, Fd fd, const Secret& secret,
-                             const NetDevice& device, int device_index, const Config& config)
+                             const TcpDevice& device, int device_index, const Config& config)
     : ctx_(std::move(ctx)),
       fd_(std::move(fd)),
       secret_(secret),

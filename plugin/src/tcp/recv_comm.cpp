@@ -23,7 +23,8 @@ TcpRecvComm::TcpRecvComm(std::shared_ptr<NetContext> ctx, std::vector<Fd> stream
     : conn_(std::move(ctx), std::move(streams), setup), staging_(kStagingBytes) {}
 
 ncclResult_t TcpRecvComm::irecv(int n, void* const* data, const size_t* sizes, const int* tags,
-                                void* const* phandles, Request** request) {
+                                void* const* /*mhandles*/, void* const* phandles,
+                                Request** request) {
   std::lock_guard lock(conn_.mutex());
   *request = nullptr;
   if (conn_.failed()) return conn_.failure();
@@ -34,6 +35,7 @@ ncclResult_t TcpRecvComm::irecv(int n, void* const* data, const size_t* sizes, c
   r->unmatched = r->incomplete = n;
   auto* obs = conn_.observer();
   int64_t now = obs ? monotonic_ns() : 0;  // timestamps only when someone listens
+  const uint32_t op_hint = conn_.hints().op;
   for (int i = 0; i < n; ++i) {
     r->slots[i] = RecvRequest::Slot{static_cast<uint8_t*>(data[i]), sizes[i], tags[i], false, 0};
     r->transfers[i] = TransferInfo{&conn_.info(), false, tags[i], i, sizes[i], 0, now, 0,
@@ -45,6 +47,7 @@ ncclResult_t TcpRecvComm::irecv(int n, void* const* data, const size_t* sizes, c
     mixed_tags_ = mixed_tags_ || tags[i] != first_tag_;
     r->transfers[i].sequence_known = n == 1 && !mixed_tags_;
     r->transfers[i].sequence = r->transfers[i].sequence_known ? posted_slots_ : 0;
+    r->transfers[i].op_hint = op_hint;
     if (obs) obs->on_posted(r->transfers[i]);
     profiler_transfer_started(conn_.profiler(), r->transfers[i], &r->profiler_events[i]);
   }

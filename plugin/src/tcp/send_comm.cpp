@@ -21,8 +21,8 @@ TcpSendComm::TcpSendComm(std::shared_ptr<NetContext> ctx, std::vector<Fd> stream
                          const ConnectionSetup& setup)
     : conn_(std::move(ctx), std::move(streams), setup) {}
 
-ncclResult_t TcpSendComm::isend(const void* data, size_t size, int tag, void* phandle,
-                                Request** request) {
+ncclResult_t TcpSendComm::isend(const void* data, size_t size, int tag, void* /*mhandle*/,
+                                void* phandle, Request** request) {
   std::lock_guard lock(conn_.mutex());
   *request = nullptr;
   if (conn_.failed()) return conn_.failure();
@@ -36,6 +36,7 @@ ncclResult_t TcpSendComm::isend(const void* data, size_t size, int tag, void* ph
   for (int k = 1; k < r->layout.parts; ++k) r->parts_left += r->layout.length(k) > 0;
   r->transfer = TransferInfo{&conn_.info(), true, tag, 0, size, r->header.sequence, 0, 0, phandle};
   r->transfer.sequence_known = true;
+  r->transfer.op_hint = conn_.hints().op;
   queue_.push_back(r);
   if (auto* obs = conn_.observer()) {
     r->transfer.posted_ns = monotonic_ns();  // timestamps only when someone listens

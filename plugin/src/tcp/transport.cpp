@@ -16,19 +16,67 @@ namespace astral::plugin {
 namespace tcp {
 namespace {
 
+struct HostRegion {
+  static constexpr uint32_t kMagic = 0x4d454d52;
+  uint32_t magic = kMagic;
+};
+
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(const Config& config, std::vector<NetDevice> devices)
+  TcpTransport(const Config& config, std::vector<TcpDevice> devices)
       : config_(config), devices_(std::move(devices)) {}
 
   const char* name() const override { return "tcp"; }
-  const std::vector<NetDevice>& devices() const override { return devices_; }
-  int max_recvs() const override { return config_.max_recvs; }
-  size_t max_message_bytes() const override { return NCCL_NET_MAX_SIZE_P2P; }
+  int device_count() const override { return static_cast<int>(devices_.size()); }
+  const NicPort& device(int dev) const override { return devices_.at(static_cast<size_t>(dev)); }
+
+  // Sockets move host memory with the CPU: no GPU pointers, nothing to flush, no registration
+  // cost, and NCCL's default latency.
+  net::DeviceProperties properties(int dev) const override {
+    const TcpDevice& d = devices_.at(static_cast<size_t>(dev));
+    net::DeviceProperties p;
+    p.name = d.name.c_str();
+    p.pci_path = d.pci_path.empty() ? nullptr : d.pci_path.c_str();
+    p.guid = d.guid;
+    p.port = d.port;
+    p.speed_mbps = d.speed_mbps;
+    p.latency_us = 0;
+    p.ptr_support = NCCL_PTR_HOST;
+    p.reg_is_global = true;
+    p.force_flush = false;
+    p.max_comms = 65536;
+    p.max_recvs = config_.max_recvs;
+    p.max_p2p_bytes = NCCL_NET_MAX_SIZE_P2P;
+    p.max_coll_bytes = NCCL_NET_MAX_SIZE_P2P;
+    p.rail = d.rail;
+    p.plane = d.plane;
+    return p;
+  }
+
+  // The handle only lets deregistration tell ours from garbage; host memory needs nothing.
+  ncclResult_t reg_mr(Comm&, const net::MemoryRegion& region, void** mhandle) override {
+    *mhandle = nullptr;
+    if (region.type != NCCL_PTR_HOST || region.dmabuf) {
+      ASTRAL_WARN("regMr{}: memory type {} at {} ({} bytes) is not host memory; the tcp transport "
+                  "supports NCCL_PTR_HOST only (it does not advertise CUDA or DMA-BUF pointers)",
+                  region.dmabuf ? "DmaBuf" : "", region.type, region.data, region.size);
+      return ncclInternalError;
+    }
+    *mhandle = new HostRegion{};
+    return ncclSuccess;
+  }
+  ncclResult_t dereg_mr(Comm&, void* mhandle) override {
+    auto* region = static_cast<HostRegion*>(mhandle);
+    if (region && region->magic == HostRegion::kMagic) {
+      region->magic = 0;
+      delete region;
+    }
+    return ncclSuccess;
+  }
 
   ncclResult_t listen(const std::shared_ptr<NetContext>& ctx, int dev, void* handle,
                       std::unique_ptr<ListenComm>* listen_comm) override {
-    const NetDevice& device = devices_.at(static_cast<size_t>(dev));
+    const TcpDevice& device = devices_.at(static_cast<size_t>(dev));
     sockaddr_storage address = device.iface.address;
     if (address.ss_family == AF_INET) reinterpret_cast<sockaddr_in&>(address).sin_port = 0;
     if (address.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6&>(address).sin6_port = 0;
@@ -76,7 +124,7 @@ class TcpTransport final : public Transport {
     {
       std::lock_guard lock(mutex_);
       if (h.connect_stage == 0) {
-        const NetDevice& device = devices_.at(static_cast<size_t>(dev));
+        const TcpDevice& device = devices_.at(static_cast<size_t>(dev));
         int streams = config_.streams > 0 ? config_.streams : default_streams(device.speed_mbps);
         auto owned = std::make_unique<TcpConnector>(ctx, device, dev, h, streams, config_,
                                                     traffic_class);
@@ -114,7 +162,7 @@ class TcpTransport final : public Transport {
 
  private:
   Config config_;
-  std::vector<NetDevice> devices_;
+  std::vector<TcpDevice> devices_;
   std::mutex mutex_;
   std::map<TcpConnector*, std::unique_ptr<TcpConnector>> connecting_;
 };
@@ -122,19 +170,18 @@ class TcpTransport final : public Transport {
 }  // namespace
 }  // namespace tcp
 
-std::unique_ptr<Transport> make_transport(const Config& config, std::string* why) {
-  if (config.transport != "tcp") {
-    *why = fmt::format("transport '{}' is not available", config.transport);
-    return nullptr;
-  }
+namespace tcp {
+
+std::unique_ptr<Transport> make_tcp_transport(const Config& config, const HostView& host,
+                                              std::string* why) {
   IfnameFilter filter = IfnameFilter::parse(config.socket_ifname);
-  std::string why_no_rails;
-  auto rdma_ports = discover_rdma_ports(&why_no_rails);
-  if (!why_no_rails.empty()) {
-    ASTRAL_INFO("RDMA NICs found but no node model ({}); devices get no rails", why_no_rails);
+  if (!host.why_no_rails().empty()) {
+    ASTRAL_INFO("RDMA NICs found but no node model ({}); devices get no rails", host.why_no_rails());
   }
-  auto devices = select_devices(list_interfaces(config.address_family), rdma_ports, filter, why);
-  return std::make_unique<tcp::TcpTransport>(config, std::move(devices));
+  auto devices = select_devices(list_interfaces(config.address_family), host.rdma_ports(), filter, why);
+  return std::make_unique<TcpTransport>(config, std::move(devices));
 }
+
+}  // namespace tcp
 
 }  // namespace astral::plugin

@@ -13,12 +13,14 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/nccl_tuner.hpp"
 #include "astral/topo/node.hpp"
+#include "core/host_view.hpp"
 #include "tuner/settings.hpp"
 
 namespace astral::plugin::tuner {
@@ -51,7 +53,16 @@ struct Inputs {
   std::vector<std::string> warnings;
 };
 
-// The host's GPU and rail counts from topo, applied to the hardware profile.
+// The host's GPU and rail counts from topo, applied to the hardware profile. "live" reads the
+// process's host view, the same discovery the net side uses.
+std::shared_ptr<const topo::Node> host_node(const std::string& host) {
+  if (host != "live") return std::make_shared<const topo::Node>(topo::load_hwloc_xml(host));
+  std::string why;
+  auto node = host_view()->node(&why);
+  if (!node) throw std::runtime_error(why);
+  return node;
+}
+
 void apply_host(Inputs& in) {
   const std::string& host = in.settings.host;
   if (host == "off") {
@@ -59,7 +70,8 @@ void apply_host(Inputs& in) {
     return;
   }
   try {
-    topo::Node node = host == "live" ? topo::discover_live() : topo::load_hwloc_xml(host);
+    auto node_ptr = host_node(host);
+    const topo::Node& node = *node_ptr;
     int gpus = int(node.gpus.size());
     int rails = int(std::count_if(node.rails.begin(), node.rails.end(),
                                   [](const topo::Rail& r) { return !r.nics.empty(); }));
@@ -136,6 +148,8 @@ class Context {
   // NCCL calls getCollInfo for one communicator from one thread at a time: plain counters.
   uint64_t calls = 0;
   std::array<uint64_t, kCollectives * kAlgos * kProtos> chosen{};
+  uint64_t chunk_calls = 0;
+  bool warned_chunk_input = false;  // one WARN per communicator for inputs the tuner ignores
 
   void count_choice(int coll, const float* table, int num_algo, int num_proto) {
     int best = -1;
@@ -239,6 +253,41 @@ void choose(Context* ctx, int coll, std::size_t bytes, bool nvls_supported, int 
   if (best < 0) return;
   *algorithm = best / kProtos;
   *protocol = best % kProtos;
+}
+
+std::size_t protocol_grain(int protocol) noexcept {
+  switch (protocol) {
+    case int(seer::Protocol::kLL): return 16;
+    case int(seer::Protocol::kLL128): return 1920;
+    case int(seer::Protocol::kSimple): return 512;
+    default: return 0;
+  }
+}
+
+void chunk_size(Context* ctx, int coll, std::size_t bytes, int algorithm, int protocol,
+                int n_channels, std::size_t* chunk_bytes) noexcept {
+  if (!ctx || !chunk_bytes) return;
+  ++ctx->chunk_calls;
+  const bool modelled = bytes > 0 && coll >= 0 && coll < kCollectives && algorithm >= 0 &&
+                        algorithm < kAlgos && protocol_grain(protocol) > 0 && n_channels > 0;
+  if (!modelled) {
+    if (!ctx->warned_chunk_input) {
+      ctx->warned_chunk_input = true;
+      try {
+        tuner_log(ctx->logger, NCCL_LOG_WARN,
+                  fmt::format("comm {:#x}: getChunkSize(coll {}, nBytes {}, algo {}, proto {}, nChannels {}) "
+                              "is outside what the tuner models; NCCL's chunk size {} stays (reported once)",
+                              ctx->comm_id, coll, bytes, algorithm, protocol, n_channels, *chunk_bytes));
+      } catch (...) {
+      }
+    }
+    return;
+  }
+  // Seer's collective model prices whole collectives (alpha-beta per algorithm and protocol); it
+  // has no pipelining term that would say a chunk size is better than NCCL's, so NCCL's value
+  // stands. Where it gains one, its answer goes here, raised to the protocol grain.
+  std::optional<std::size_t> seer_choice;
+  if (seer_choice) *chunk_bytes = std::max(*seer_choice, protocol_grain(protocol));
 }
 
 void finalize(Context* ctx) noexcept {

@@ -47,6 +47,17 @@ void fill_cost_table(Context* ctx, int coll, std::size_t bytes, int num_pipe_ops
 void choose(Context* ctx, int coll, std::size_t bytes, bool nvls_supported, int num_pipe_ops,
             int* algorithm, int* protocol) noexcept;
 
+// The v6 getChunkSize: *chunk_bytes is NCCL's choice for (coll, bytes, algorithm, protocol,
+// n_channels), NCCL_ALGO_*/NCCL_PROTO_* numbers. Changed only where Seer's collective model has
+// a chunk-size answer, and then never below the protocol's grain; otherwise left as NCCL passed
+// it. Inputs the tuner does not model (size 0, an unknown algorithm or protocol) get one WARN per
+// communicator and leave the value untouched.
+void chunk_size(Context* ctx, int coll, std::size_t bytes, int algorithm, int protocol,
+                int n_channels, std::size_t* chunk_bytes) noexcept;
+
+// NCCL's protocol grain (LL 16, LL128 1920, Simple 512 bytes); 0 for an unknown protocol.
+std::size_t protocol_grain(int protocol) noexcept;
+
 // Logs the communicator's summary (calls, choices) and frees the context; null is fine.
 void finalize(Context* ctx) noexcept;
 

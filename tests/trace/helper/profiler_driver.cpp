@@ -4,7 +4,9 @@
 // and every step's bytes moved through the net plugin over loopback with the step as the net
 // event's parent (NCCL's profiler callback, emulated as §4.3 of the ABI reference describes).
 //
-//   profiler_driver PLUGIN.so v5|v4|v3   ASTRAL_TRACE_DIR from the environment
+//   profiler_driver PLUGIN.so v6|v5|v4|v3 [ce]   ASTRAL_TRACE_DIR from the environment
+// v6 drives ncclProfiler_v6 over ncclNetPlugin_v12 (NCCL 2.30); "ce" adds a copy-engine
+// all-gather per rank (CeColl with a CeSync and a CeBatch under it, as NCCL 2.29+ emits them).
 // Prints "mask=<activation mask>" and exits 0, or names what failed and exits 1.
 #include <dlfcn.h>
 #include <unistd.h>
@@ -19,9 +21,11 @@
 #include <vector>
 
 #include "abi/net_v11.h"
+#include "abi/net_v12.h"
 #include "abi/profiler_v3.h"
 #include "abi/profiler_v4.h"
 #include "abi/profiler_v5.h"
+#include "abi/profiler_v6.h"
 
 namespace {
 
@@ -30,6 +34,7 @@ constexpr int kSteps = 4;
 constexpr size_t kChunk = 64 << 10;
 
 int g_mask = 0;  // NCCL's process-wide ncclProfilerEventMask
+const ncclProfiler_v6_t* g_v6 = nullptr;
 const ncclProfiler_v5_t* g_v5 = nullptr;
 const ncclProfiler_v4_t* g_v4 = nullptr;
 const ncclProfiler_v3_t* g_v3 = nullptr;
@@ -224,11 +229,61 @@ void run_proxy(const ncclNet_v11_t& net, Rank* ranks, void* const* parents, cons
       if (op) stop(op);
 }
 
-int run(const char* path, const std::string& version) {
+// A copy-engine all-gather per rank, from the launching thread: CeColl without a CollApi parent,
+// then a sync and a batch under it; NCCL records no states for CE events.
+void run_ce_collective(Rank* ranks) {
+  check(g_v6 != nullptr, "ce needs v6");
+  check((g_mask & ncclProfileCeColl) != 0, "the v6 mask does not ask for CE collectives");
+  for (int r = 0; r < 2; ++r) {
+    ncclProfilerEventDescr_v6_t c{};
+    c.type = ncclProfileCeColl;
+    c.parentObj = nullptr;
+    c.rank = r;
+    c.ceColl.seqNumber = 7;
+    c.ceColl.func = "AllGather";
+    c.ceColl.count = 4096;
+    c.ceColl.root = 0;
+    c.ceColl.datatype = "ncclInt8";
+    c.ceColl.syncStrategy = "UC";
+    c.ceColl.ceSeqNum = 7;
+    void* coll = nullptr;
+    check(g_v6->startEvent(ranks[r].prof, &coll, &c), "startEvent CeColl");
+    check(coll != nullptr, "no handle for a CE collective");
+    ncclProfilerEventDescr_v6_t s{};
+    s.type = ncclProfileCeSync;
+    s.parentObj = coll;
+    s.rank = r;
+    s.ceCollSync.isComplete = false;
+    s.ceCollSync.nRanks = 2;
+    void* sync = reinterpret_cast<void*>(1);
+    check(g_v6->startEvent(ranks[r].prof, &sync, &s), "startEvent CeSync");
+    check(g_v6->stopEvent(sync), "stopEvent CeSync");
+    ncclProfilerEventDescr_v6_t b{};
+    b.type = ncclProfileCeBatch;
+    b.parentObj = coll;
+    b.rank = r;
+    b.ceCollBatch.numOps = 2;
+    b.ceCollBatch.totalBytes = 8192;
+    void* batch = reinterpret_cast<void*>(1);
+    check(g_v6->startEvent(ranks[r].prof, &batch, &b), "startEvent CeBatch");
+    check(g_v6->stopEvent(batch), "stopEvent CeBatch");
+    check(g_v6->stopEvent(coll), "stopEvent CeColl");
+  }
+}
+
+int run(const char* path, const std::string& version, bool with_ce) {
   void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   check(lib != nullptr, "dlopen failed");
-  const auto* net = static_cast<const ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11"));
+  auto* net = static_cast<const ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11"));
   check(net != nullptr, "no ncclNetPlugin_v11");
+  if (version == "v6") {
+    // NCCL 2.30: the v12 net table (its calls are v11's) and the v6 profiler, whose descriptor
+    // keeps every v5 member at its v5 offset: the v5 code path below drives it unchanged.
+    net = reinterpret_cast<const ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v12"));
+    check(net != nullptr, "no ncclNetPlugin_v12");
+    g_v6 = static_cast<const ncclProfiler_v6_t*>(dlsym(lib, "ncclProfiler_v6"));
+    g_v5 = reinterpret_cast<const ncclProfiler_v5_t*>(g_v6);
+  }
   if (version == "v5") g_v5 = static_cast<const ncclProfiler_v5_t*>(dlsym(lib, "ncclProfiler_v5"));
   if (version == "v4") g_v4 = static_cast<const ncclProfiler_v4_t*>(dlsym(lib, "ncclProfiler_v4"));
   if (version == "v3") g_v3 = static_cast<const ncclProfiler_v3_t*>(dlsym(lib, "ncclProfiler_v3"));
@@ -308,6 +363,7 @@ int run(const char* path, const std::string& version) {
   }
   const bool sends[2] = {true, false}, recvs[2] = {false, true};
   run_proxy(*net, ranks, p2ps, sends, recvs);
+  if (with_ce) run_ce_collective(ranks);
 
   for (Rank& r : ranks) {
     net->closeSend(r.send);
@@ -322,12 +378,12 @@ int run(const char* path, const std::string& version) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: profiler_driver PLUGIN.so v5|v4|v3\n");
+  if (argc < 3 || argc > 4 || (argc == 4 && std::string(argv[3]) != "ce")) {
+    std::fprintf(stderr, "usage: profiler_driver PLUGIN.so v6|v5|v4|v3 [ce]\n");
     return 2;
   }
   try {
-    return run(argv[1], argv[2]);
+    return run(argv[1], argv[2], argc == 4);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "profiler_driver: %s\n", e.what());
     return 1;

@@ -14,7 +14,8 @@ namespace astral::plugin::net {
 // The `name` of every exported table: what NCCL_NET selects (case-insensitive).
 inline constexpr const char* kPluginName = "Astral";
 
-// Strings point into the device table and stay valid until the last finalize.
+// What a transport tells NCCL about one device. The transport fills every field; the core and the
+// ABI layer decide none of them. Strings stay valid until the last finalize.
 struct DeviceProperties {
   const char* name = nullptr;
   const char* pci_path = nullptr;  // null when the device is not on PCI
@@ -29,14 +30,26 @@ struct DeviceProperties {
   int max_recvs = 1;
   size_t max_p2p_bytes = 0;
   size_t max_coll_bytes = 0;
-  int rail = -1;
+  int rail = -1;   // topo's rail, the same on identical nodes; -1 when unknown
+  int plane = -1;  // the fabric plane where planes are really separate; -1 when unknown
 };
 
-// Application hints (ncclNetAttr_v11_t) remembered per context; -1 = unset.
+// One memory registration as NCCL asks for it: host or CUDA memory, or a DMA-BUF (offset, fd).
+struct MemoryRegion {
+  void* data = nullptr;
+  size_t size = 0;
+  int type = NCCL_PTR_HOST;  // NCCL_PTR_HOST, NCCL_PTR_CUDA or NCCL_PTR_DMABUF
+  bool dmabuf = false;       // came through regMrDmaBuf
+  uint64_t dmabuf_offset = 0;
+  int dmabuf_fd = -1;
+};
+
+// Application hints (ncclNetAttr_v11_t/_v12_t) remembered per context; -1 = unset. `algo` and
+// `proto` are kept only when `op` names a collective (NCCL leaves them stale on p2p ops).
 struct NetAttr {
   int32_t send_max_peers = -1, send_min_peers = -1, send_max_flows = -1, send_min_flows = -1;
   int32_t recv_max_peers = -1, recv_min_peers = -1, recv_max_flows = -1, recv_min_flows = -1;
-  uint32_t op = 0, algo = 0, proto = 0;
+  uint32_t op = UINT32_MAX, algo = UINT32_MAX, proto = UINT32_MAX;
 };
 
 // One context per communicator (net v11) or one per process (older versions). The first init of
@@ -54,14 +67,17 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm);
 ncclResult_t connect(void* ctx, int dev, void* handle, int traffic_class, void** send_comm);
 ncclResult_t accept(void* listen_comm, void** recv_comm);
 
-ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle);
+// Registration belongs to the comm (send or receive) NCCL names; the transport decides what it
+// can register.
+ncclResult_t reg_mr(void* comm, const MemoryRegion& region, void** mhandle);
 ncclResult_t dereg_mr(void* comm, void* mhandle);
 
-ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* phandle,
-                   void** request);
+ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+                   void* phandle, void** request);
 ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
-                   void** phandles, void** request);
-ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** request);
+                   void** mhandles, void** phandles, void** request);
+ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles,
+                    void** request);
 ncclResult_t test(void* request, int* done, int* sizes);
 
 ncclResult_t close_send(void* send_comm);

@@ -1,7 +1,7 @@
 #pragma once
 // Where transport events leave the plugin: connections established and closed, sends and receives
 // posted and completed (bytes, tag, timestamps), failures and lost peers. The trace writer
-// (monitor/trace) installs a factory; without one every hook is a no-op and costs one branch.
+// (trace/) installs a factory; without one every hook is a no-op and costs one branch.
 //
 // Hooks run on NCCL's threads (service thread for connections, progress thread for transfers) with
 // the connection's lock held: keep them short, never block, never throw, never call back into the
@@ -23,6 +23,9 @@ struct ConnectionInfo {
   std::string_view local_address;   // "ip:port" of stream 0
   std::string_view remote_address;
   int streams = 1;             // TCP streams in this connection
+  // setNetAttr hints of the communicator when the connection was set up (-1 = NCCL set none):
+  // flows per peer in this connection's direction.
+  int hint_max_flows = -1;
 };
 
 struct TransferInfo {
@@ -39,6 +42,8 @@ struct TransferInfo {
   // predicted at posting (receives match messages in posting order); the slots of a grouped
   // receive learn theirs only when a message is matched, by tag.
   bool sequence_known = false;
+  // The communicator's setNetAttr `op` bits when the request was posted (0xFFFFFFFF = unset).
+  uint32_t op_hint = 0xFFFFFFFF;
 };
 
 class NetObserver {

@@ -1,4 +1,4 @@
-#include "core/ifname_filter.hpp"
+#include "tcp/ifname_filter.hpp"
 
 namespace astral::plugin {
 

@@ -1,4 +1,4 @@
-#include "core/device_table.hpp"
+#include "tcp/devices.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -14,9 +14,10 @@ bool is_virtual_default_excluded(const std::string& name) {
   return false;
 }
 
-NetDevice plain_device(const NetInterface& iface) {
-  NetDevice dev;
+TcpDevice plain_device(const NetInterface& iface) {
+  TcpDevice dev;
   dev.name = iface.name;
+  dev.netdev = iface.name;
   dev.iface = iface;
   dev.pci_path = iface.pci_path;
   dev.speed_mbps = iface.speed_mbps > 0 ? iface.speed_mbps : 10000;
@@ -43,10 +44,10 @@ uint64_t stable_hash(const std::string& text) {
   return hash;
 }
 
-std::vector<NetDevice> select_devices(const std::vector<NetInterface>& interfaces,
+std::vector<TcpDevice> select_devices(const std::vector<NetInterface>& interfaces,
                                       const std::vector<RdmaPort>& rdma_ports,
                                       const IfnameFilter& filter, std::string* why_none) {
-  std::vector<NetDevice> rdma_backed, plain;
+  std::vector<TcpDevice> rdma_backed, plain;
   for (const auto& iface : interfaces) {
     auto port = std::find_if(rdma_ports.begin(), rdma_ports.end(),
                              [&](const RdmaPort& p) { return p.netdev == iface.name; });
@@ -57,7 +58,7 @@ std::vector<NetDevice> select_devices(const std::vector<NetInterface>& interface
       wanted = !iface.loopback && !is_virtual_default_excluded(iface.name);
     }
     if (!wanted) continue;
-    NetDevice dev = plain_device(iface);
+    TcpDevice dev = plain_device(iface);
     if (port != rdma_ports.end()) {
       dev.pci_path = port->pci_path;
       dev.guid = port->guid ? port->guid : dev.guid;
@@ -71,10 +72,10 @@ std::vector<NetDevice> select_devices(const std::vector<NetInterface>& interface
     }
   }
   std::stable_sort(rdma_backed.begin(), rdma_backed.end(),
-                   [](const NetDevice& a, const NetDevice& b) { return a.rail < b.rail; });
+                   [](const TcpDevice& a, const TcpDevice& b) { return a.rail < b.rail; });
   std::stable_sort(plain.begin(), plain.end(),
-                   [](const NetDevice& a, const NetDevice& b) { return a.name < b.name; });
-  std::vector<NetDevice> chosen;
+                   [](const TcpDevice& a, const TcpDevice& b) { return a.name < b.name; });
+  std::vector<TcpDevice> chosen;
   if (filter.empty() && !rdma_backed.empty()) {
     chosen = std::move(rdma_backed);  // default: the RDMA NICs' netdevs only
   } else {
