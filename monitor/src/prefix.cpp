@@ -76,11 +76,15 @@ std::optional<int64_t> take_ctime(sv& s) {
   return days_from_civil(*year, unsigned(month), unsigned(*day)) * 86400000000LL + *clock;
 }
 
-// "secs.frac" of a dmesg stamp in microseconds; nullopt when the seconds are too large to be a
-// clock reading (a damaged line), so the bracket is not taken as a timestamp.
+// "secs.frac" of a dmesg stamp in microseconds; nullopt when it is no clock reading (a damaged
+// line), so the bracket is not taken as a timestamp. A stamp counts seconds since boot or since
+// the previous line: no machine runs for 300 years, and the bound keeps every later sum of a stamp
+// and a time (the line parser's reboot and relative-time checks) far inside int64_t.
+constexpr int64_t kMaxDmesgStampUs = 10'000'000'000LL * 1000000;
 std::optional<int64_t> dmesg_stamp_us(int64_t secs, sv frac) {
   auto us = checked_mul<int64_t>(secs, 1000000);
-  return us ? checked_add<int64_t>(*us, frac_to_us(frac)) : std::nullopt;
+  if (us) us = checked_add<int64_t>(*us, frac_to_us(frac));
+  return us && *us <= kMaxDmesgStampUs ? us : std::nullopt;
 }
 
 // dmesg bracket forms at the front of s. Returns true when one was consumed.

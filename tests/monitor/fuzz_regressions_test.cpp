@@ -13,18 +13,24 @@
 using namespace astral::monitor;
 using namespace astral::monitor::testing;
 
-TEST_CASE("Fuzz regressions: dmesg stamps beyond int64 microseconds are not timestamps") {
-  // 68269777084456 s is 2^62 us * 1.000..: secs * 1000000 overflows int64_t.
+TEST_CASE("Fuzz regressions: dmesg stamps beyond any real uptime are not timestamps") {
+  // 68269777084456 s: secs * 1000000 overflowed int64_t. Such a bracket is not a stamp now, so the
+  // line has no uptime; a stamp within 300 years of boot still reads as one.
   auto up = parse_text("[68269777084456.0] NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.\n"
+                       "[9999999999.5] NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.\n"
                        "[ 5.100000] NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.\n");
-  CHECK(up.stats.lines == 2);
-  auto rel = parse_text("[+12345678901234.5] NVRM: Xid (PCI:0000:2a:00): 48, pid=1, name=x, DBE\n"
-                        "[  +0.000001] NVRM: Xid (PCI:0000:2a:00): 48, pid=1, name=x, DBE\n");
-  CHECK(rel.stats.lines == 2);
-  // The largest stamp that fits still reads as one: 9223372036854 s = 2^63 us, less a little.
-  auto edge = parse_text("[9223372036854.775807] NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.\n");
-  CHECK(edge.stats.lines == 1);
-  CHECK(kind_of(edge, "xid").size() == 1);
+  CHECK(up.stats.lines == 3);
+  auto xids = kind_of(up, "xid");
+  REQUIRE(xids.size() == 3);
+  CHECK(xids[0]->attr_int("uptime_us") == -1);
+  CHECK(xids[1]->attr_int("uptime_us") == 9999999999500000);
+  CHECK(xids[2]->attr_int("uptime_us") == 5100000);
+  // The same for the relative form of `dmesg -H` after a dated line.
+  auto rel = parse_text("Mar 10 12:00:01 node7 kernel: NVRM: Xid (PCI:0000:2a:00): 48, pid=1, name=x, DBE\n"
+                        "[+12345678901234.5] NVRM: Xid (PCI:0000:2a:00): 48, pid=1, name=x, DBE\n"
+                        "[  +1.000000] NVRM: Xid (PCI:0000:2a:00): 48, pid=1, name=x, DBE\n");
+  CHECK(rel.stats.lines == 3);
+  CHECK(kind_of(rel, "xid").size() >= 2);
 }
 
 TEST_CASE("Fuzz regressions: every monitor_lines reproducer parses") {

@@ -12,6 +12,10 @@
 #include "astral/topo/nccl_xml.hpp"
 #include "astral/topo/node.hpp"
 
+// hwloc 2.9's XML import can leak the objects of a topology it rejects half-way (inside libhwloc,
+// not Astral: seen on malformed input by this target). Those leaks are not findings here.
+extern "C" const char* __lsan_default_suppressions() { return "leak:libhwloc.so\n"; }
+
 namespace {
 // One in-memory file for the whole run (no temporary files left behind), rewritten per input.
 const std::string& memory_file(const uint8_t* data, size_t size) {

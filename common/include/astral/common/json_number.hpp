@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <concepts>
+#include <cstdint>
 #include <optional>
 
 #include "astral/common/checked.hpp"
