@@ -3,7 +3,7 @@
 # Runs apt through sudo when not root. Safe to run again.
 set -eu
 packages="build-essential cmake ninja-build pkg-config libhwloc-dev hwloc-nox libfmt-dev catch2
-nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libssl-dev libibverbs-dev libbenchmark-dev
+nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libssl-dev libibverbs-dev ibverbs-utils libbenchmark-dev
 python3 curl ca-certificates openssl iproute2 procps"
 missing=""
 for p in $packages; do

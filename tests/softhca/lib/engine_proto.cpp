@@ -73,7 +73,7 @@ void Engine::pump_requester(Qp* q) {
   if (q->rnr_resume) {
     if (now < *q->rnr_resume) return;
     q->rnr_resume.reset();
-    q->ack_deadline = now + ack_timeout(q);
+    if (q->timeout) q->ack_deadline = now + ack_timeout(q);
   }
   int dev = q->ctx->dev->index;
   std::vector<uint8_t> seg;
