@@ -386,6 +386,16 @@ bool Engine::write_conn(Conn& c) {
   return true;
 }
 
+// Best effort, bounded (a second at most per stream): a dying process must not hang on a peer.
+void Engine::flush_all() {
+  for (auto& [id, c] : conns_) {
+    for (int tries = 0; tries < 10 && c.out_bytes && write_conn(c); ++tries) {
+      pollfd p{c.fd, POLLOUT, 0};
+      poll(&p, 1, 100);
+    }
+  }
+}
+
 void Engine::close_conn(uint64_t id) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;

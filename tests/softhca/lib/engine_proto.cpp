@@ -309,6 +309,7 @@ void Engine::finish_message(uint64_t conn, Qp* q, const PktHdr& h) {
   q->in.active = false;
   q->expected_psn = (q->expected_psn + 1) & kPsnMask;
   reply(conn, h, PktType::ack, Nak::none, q);
+  note_message_completed();
 }
 
 void Engine::reply(uint64_t conn, const PktHdr& req, PktType type, Nak nak, const Qp* q) {

@@ -251,7 +251,7 @@ TEST_CASE("a bad lkey is a local protection error and reg_mr checks access flags
   ibv_pd* pd = ibv_alloc_pd(ctx);
   std::vector<uint8_t> mem(4096);
   errno = 0;
-  CHECK(ibv_reg_mr(pd, mem.data(), mem.size(), IBV_ACCESS_REMOTE_WRITE) == nullptr);  // needs local write
+  CHECK(ibv_reg_mr(pd, mem.data(), mem.size(), int{IBV_ACCESS_REMOTE_WRITE}) == nullptr);  // needs local write
   CHECK(errno == EINVAL);
   Rc a = make_rc(pd, 4096), b = make_rc(pd, 4096);
   REQUIRE(connect_pair(a, b));
