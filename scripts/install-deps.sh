@@ -4,7 +4,7 @@
 set -eu
 packages="build-essential cmake ninja-build pkg-config libhwloc-dev hwloc-nox libfmt-dev catch2
 dpkg-dev
-nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libssl-dev libibverbs-dev libbenchmark-dev
+nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libssl-dev libibverbs-dev ibverbs-utils libbenchmark-dev
 python3 curl ca-certificates openssl iproute2 procps
 clang libclang-rt-14-dev"
 missing=""

@@ -201,6 +201,11 @@ bool Engine::open_context(Context* c, std::string& error) {
 void Engine::close_context(Context* c) {
   std::unique_lock lock(mu);
   std::erase(contexts, c);
+  // Objects the caller did not destroy die with the context (as the kernel cleans up a closed
+  // uverbs file): the engine must never reach them again.
+  ibv_context* ctx = &c->vctx.context;
+  std::erase_if(qps, [&](const auto& kv) { return kv.second->qp.context == ctx; });
+  std::erase_if(mrs, [&](const auto& kv) { return kv.second->mr.context == ctx; });
   if (!contexts.empty() || !running_) return;
   stopping_ = true;
   wake();
@@ -379,6 +384,16 @@ bool Engine::write_conn(Conn& c) {
     }
   }
   return true;
+}
+
+// Best effort, bounded (a second at most per stream): a dying process must not hang on a peer.
+void Engine::flush_all() {
+  for (auto& [id, c] : conns_) {
+    for (int tries = 0; tries < 10 && c.out_bytes && write_conn(c); ++tries) {
+      pollfd p{c.fd, POLLOUT, 0};
+      poll(&p, 1, 100);
+    }
+  }
 }
 
 void Engine::close_conn(uint64_t id) {

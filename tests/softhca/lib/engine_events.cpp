@@ -120,7 +120,7 @@ void Engine::complete_send(Qp* q, SendWr& w, ibv_wc_status st, uint32_t vendor_e
     wc.qp_num = q->qp.qp_num;
     push_wc(reinterpret_cast<Cq*>(q->qp.send_cq), wc);
   }
-  if (st == IBV_WC_SUCCESS) note_send_completed();
+  if (st == IBV_WC_SUCCESS) note_message_completed();
 }
 
 // ERR: every outstanding work request completes with WR_FLUSH_ERR, signaled or not.
@@ -152,10 +152,10 @@ void Engine::qp_to_error(Qp* q) {
   q->rq.clear();
 }
 
-void Engine::note_send_completed() {
-  ++sends_completed_;
+void Engine::note_message_completed() {
+  ++messages_completed_;
   for (size_t i = 0; i < rules_.size();) {
-    if (rules_[i].after_msgs > sends_completed_) {
+    if (rules_[i].after_msgs > messages_completed_) {
       ++i;
       continue;
     }
@@ -170,11 +170,12 @@ void Engine::note_send_completed() {
 int Engine::apply(const Command& cmd, std::string& error) {
   if (cmd.after_msgs) {
     Command later = cmd;
-    later.after_msgs += sends_completed_;
+    later.after_msgs += messages_completed_;
     rules_.push_back(later);
     return 0;
   }
   if (cmd.kind == FaultKind::kill) {
+    flush_all();  // what the "NIC" already had on the wire (e.g. the last ACK) still arrives
     std::fflush(nullptr);
     raise(SIGKILL);  // a peer that dies without a word, as kill -9 does
   }

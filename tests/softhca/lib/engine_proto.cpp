@@ -73,7 +73,7 @@ void Engine::pump_requester(Qp* q) {
   if (q->rnr_resume) {
     if (now < *q->rnr_resume) return;
     q->rnr_resume.reset();
-    q->ack_deadline = now + ack_timeout(q);
+    if (q->timeout) q->ack_deadline = now + ack_timeout(q);
   }
   int dev = q->ctx->dev->index;
   std::vector<uint8_t> seg;
@@ -309,6 +309,7 @@ void Engine::finish_message(uint64_t conn, Qp* q, const PktHdr& h) {
   q->in.active = false;
   q->expected_psn = (q->expected_psn + 1) & kPsnMask;
   reply(conn, h, PktType::ack, Nak::none, q);
+  note_message_completed();
 }
 
 void Engine::reply(uint64_t conn, const PktHdr& req, PktType type, Nak nak, const Qp* q) {

@@ -93,7 +93,7 @@ struct Command {
   std::string device;
   int port = 1;
   uint32_t qpn = 0;
-  uint64_t after_msgs = 0;  // 0: now; else once this process has completed that many sends
+  uint64_t after_msgs = 0;  // 0: now; else once this process has completed that many more messages
 };
 // One JSON object or an array of them; nullopt plus one line in `error` when malformed.
 std::optional<std::vector<Command>> parse_commands(std::string_view text, std::string& error);
@@ -257,7 +257,8 @@ class Engine {
   void qp_to_error(Qp* q);
   void complete_send(Qp* q, SendWr& wr, ibv_wc_status st, uint32_t vendor_err = 0);
   int apply(const Command& cmd, std::string& error);
-  void note_send_completed();
+  void note_message_completed();  // a send acknowledged or a message received: fault rules may fire
+  void flush_all();
   Qp* find_qp(int dev, uint32_t qpn);
   Clock::duration ack_timeout(const Qp* q) const;
   Clock::duration rnr_delay(uint8_t timer) const;
@@ -297,7 +298,7 @@ class Engine {
   std::map<std::string, uint64_t> conn_by_path_;
   uint64_t next_conn_ = 1;
   std::vector<Command> rules_;
-  uint64_t sends_completed_ = 0;
+  uint64_t messages_completed_ = 0;
 };
 
 // Memory helpers shared by the verbs entry points and the engine (mu held).

@@ -226,10 +226,6 @@ int queue_send(Qp* q, const ibv_send_wr* wr) {
 
 }  // namespace
 
-namespace softhca {
-void log_rtr(Engine& e, const Qp* q);
-}
-
 extern "C" {
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
@@ -332,10 +328,8 @@ int ibv_destroy_qp(ibv_qp* qp) {
   e.acked.wait(lock, [&] { return qp->events_completed >= q->events_reported; });
   char name[16];
   std::snprintf(name, sizeof name, "%06x", qp->qp_num);
-  const Engine& ce = e;
-  std::string file = ce.dir + "/qp/" + ce.fabric.hosts[ce.host].name + "/" +
-                     ce.fabric.hosts[ce.host].devices[q->ctx->dev->index].name + "/" + name;
-  unlink(file.c_str());
+  const HostSpec& me = e.fabric.hosts[e.host];
+  unlink((e.dir + "/qp/" + me.name + "/" + me.devices[q->ctx->dev->index].name + "/" + name).c_str());
   e.qps.erase((uint64_t(q->ctx->dev->index) << 32) | qp->qp_num);
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);

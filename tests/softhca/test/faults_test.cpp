@@ -48,7 +48,7 @@ struct Peer {
   pid_t pid = -1;
   FILE* in = nullptr;   // its stdin
   FILE* out = nullptr;  // its stdout
-  Peer() {
+  explicit Peer(const std::vector<std::string>& extra_env = {}) {
     int to[2], from[2];
     REQUIRE(pipe(to) == 0);
     REQUIRE(pipe(from) == 0);
@@ -57,6 +57,7 @@ struct Peer {
     for (char** e = environ; *e; ++e)
       if (std::strncmp(*e, "SOFTHCA_HOST=", 13) != 0) vars.emplace_back(*e);
     vars.emplace_back("SOFTHCA_HOST=beta");
+    vars.insert(vars.end(), extra_env.begin(), extra_env.end());
     std::vector<char*> envp;
     for (auto& v : vars) envp.push_back(v.data());
     envp.push_back(nullptr);
@@ -76,6 +77,13 @@ struct Peer {
   std::string line() {
     char buf[256] = {};
     return std::fgets(buf, sizeof buf, out) ? std::string(buf) : std::string();
+  }
+  // The peer's end: its exit signal (0 when it exited normally).
+  int wait_signal() {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    pid = -1;
+    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   }
   void kill9() {
     if (pid > 0) {
@@ -179,6 +187,56 @@ TEST_CASE("a killed peer process: the sender gets retry-exceeded within the mode
   destroy(a);
   ibv_dealloc_pd(pd);
   ibv_close_device(ctx);
+}
+
+TEST_CASE("a peer with a SOFTHCA_FAULTS kill rule dies after its second message, acked") {
+  Peer peer({R"(SOFTHCA_FAULTS=[{"fault":"kill","after_msgs":2}])"});
+  ibv_context* ctx = open_device("mlx5_0");
+  REQUIRE(ctx);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  Rc a = make_rc(pd, 8192);
+  unsigned pqpn = 0, plid = 0;
+  REQUIRE(std::sscanf(peer.line().c_str(), "qpn %u lid %u", &pqpn, &plid) == 2);
+  std::fprintf(peer.in, "%u 1\n", a.qp->qp_num);
+  std::fflush(peer.in);
+  REQUIRE(peer.line() == "ready\n");
+  Path p;
+  p.dlid = static_cast<uint16_t>(plid);
+  REQUIRE(to_init(a.qp) == 0);
+  REQUIRE(to_rtr(a.qp, pqpn, p) == 0);
+  REQUIRE(to_rts(a.qp, 12, 3, 7) == 0);
+  for (uint64_t id = 1; id <= 3; ++id) REQUIRE(post(a.qp, IBV_WR_SEND, a, 0, 100, 0, 0, id) == 0);
+  auto wcs = wait_wcs(a.cq, 3);
+  REQUIRE(wcs.size() == 3);
+  CHECK(wcs[0].status == IBV_WC_SUCCESS);
+  CHECK(wcs[1].status == IBV_WC_SUCCESS);  // its ACK left before the process died
+  CHECK(wcs[2].status == IBV_WC_RETRY_EXC_ERR);
+  CHECK(peer.wait_signal() == SIGKILL);
+  destroy(a);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+}
+
+TEST_CASE("a short link flap is survived: go-back-N retransmission delivers every byte once") {
+  Loop l;
+  constexpr size_t kLen = 2000;  // four of them fit the 8 KiB buffers
+  for (size_t i = 0; i < l.a.buf.size(); ++i) l.a.buf[i] = static_cast<uint8_t>(i * 13 + 1);
+  REQUIRE(connect_pair(l.a, l.b, 14, 7, 7));
+  for (uint64_t i = 0; i < 4; ++i) REQUIRE(post_recv(l.b, 0, 0, 200 + i) == 0);
+  REQUIRE(softhca_control(R"({"fault":"link_drop","device":"mlx5_0","port":1})") == 0);
+  for (uint64_t i = 0; i < 4; ++i)
+    REQUIRE(post(l.a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, l.a, i * kLen, kLen, l.b.addr(i * kLen), l.b.mr->rkey, i,
+                 static_cast<uint32_t>(i)) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(softhca_control(R"({"fault":"link_restore","device":"mlx5_0","port":1})") == 0);
+  auto sent = wait_wcs(l.a.cq, 4);
+  REQUIRE(sent.size() == 4);
+  for (const auto& wc : sent) CHECK(wc.status == IBV_WC_SUCCESS);
+  auto recv = wait_wcs(l.b.cq, 4);
+  REQUIRE(recv.size() == 4);
+  for (uint32_t i = 0; i < 4; ++i) CHECK(recv[i].imm_data == i);  // once each, in order
+  CHECK(wait_wcs(l.b.cq, 1, 0.1).empty());
+  CHECK(std::memcmp(l.a.buf.data(), l.b.buf.data(), 4 * kLen) == 0);
 }
 
 TEST_CASE("qp_error: QP_FATAL and posted receives flush") {

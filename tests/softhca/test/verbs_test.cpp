@@ -1,9 +1,11 @@
 // softhca through the real <infiniband/verbs.h> API: the QP state machine as the kernel checks
 // it, data movement (SEND/RECV, WRITE, WRITE_WITH_IMM, READ), and key/bounds/access errors.
 #include <arpa/inet.h>
+#include <dlfcn.h>
 
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "softhca_support.hpp"
@@ -249,7 +251,7 @@ TEST_CASE("a bad lkey is a local protection error and reg_mr checks access flags
   ibv_pd* pd = ibv_alloc_pd(ctx);
   std::vector<uint8_t> mem(4096);
   errno = 0;
-  CHECK(ibv_reg_mr(pd, mem.data(), mem.size(), IBV_ACCESS_REMOTE_WRITE) == nullptr);  // needs local write
+  CHECK(ibv_reg_mr(pd, mem.data(), mem.size(), int{IBV_ACCESS_REMOTE_WRITE}) == nullptr);  // needs local write
   CHECK(errno == EINVAL);
   Rc a = make_rc(pd, 4096), b = make_rc(pd, 4096);
   REQUIRE(connect_pair(a, b));
@@ -281,4 +283,48 @@ TEST_CASE("a SEND longer than the posted receive fails on both sides") {
   destroy(b);
   ibv_dealloc_pd(pd);
   ibv_close_device(ctx);
+}
+
+TEST_CASE("every symbol NCCL resolves by version is there at that version") {
+  void* h = dlopen(SOFTHCA_LIB_DIR "/libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(h);
+  // NCCL's required set (ibvsymbols.cc) at IBVERBS_1.1, and its optional ones at later versions.
+  const char* required[] = {"ibv_get_device_list", "ibv_free_device_list", "ibv_get_device_name",
+                            "ibv_open_device",     "ibv_close_device",     "ibv_query_device",
+                            "ibv_query_port",      "ibv_query_gid",        "ibv_alloc_pd",
+                            "ibv_dealloc_pd",      "ibv_reg_mr",           "ibv_dereg_mr",
+                            "ibv_create_cq",       "ibv_destroy_cq",       "ibv_create_qp",
+                            "ibv_modify_qp",       "ibv_query_qp",         "ibv_destroy_qp",
+                            "ibv_get_async_event", "ibv_ack_async_event",  "ibv_event_type_str",
+                            "ibv_wc_status_str",   "ibv_fork_init"};
+  for (const char* name : required) {
+    INFO(name);
+    CHECK(dlvsym(h, name, "IBVERBS_1.1") != nullptr);
+  }
+  CHECK(dlvsym(h, "ibv_reg_mr_iova2", "IBVERBS_1.8") != nullptr);
+  CHECK(dlvsym(h, "ibv_query_ece", "IBVERBS_1.10") != nullptr);
+  CHECK(dlvsym(h, "ibv_set_ece", "IBVERBS_1.10") != nullptr);
+  CHECK(dlvsym(h, "_ibv_query_gid_ex", "IBVERBS_1.11") != nullptr);
+  CHECK(dlvsym(h, "ibv_reg_dmabuf_mr", "IBVERBS_1.12") != nullptr);
+  CHECK(dlvsym(h, "ibv_query_port_speed", "IBVERBS_1.16") == nullptr);  // absent from rdma-core 44 too
+  dlclose(h);
+}
+
+TEST_CASE("the library exports verbs names only") {
+  FILE* nm = popen("nm -D --defined-only " SOFTHCA_LIB_DIR "/libibverbs.so.1", "r");
+  REQUIRE(nm);
+  char line[512];
+  int exported = 0;
+  while (std::fgets(line, sizeof line, nm)) {
+    std::string l(line);
+    if (l.find(" A ") != std::string::npos) continue;  // the version nodes themselves
+    std::string name = l.substr(l.rfind(' ') + 1);
+    INFO(name);
+    bool ours = name.rfind("ibv_", 0) == 0 || name.rfind("_ibv_", 0) == 0 || name.rfind("mult_to_", 0) == 0 ||
+                name.rfind("mbps_to_", 0) == 0 || name.rfind("softhca_control", 0) == 0;
+    CHECK(ours);
+    ++exported;
+  }
+  pclose(nm);
+  CHECK(exported > 60);
 }
