@@ -203,7 +203,7 @@ Match child_failed_line(LineParser& p, sv body) {
     if (p.child_local_rank >= 0) e.set_attr("local_rank", std::to_string(p.child_local_rank));
     if (!p.child_host.empty()) e.set_attr("reported_host", p.child_host);
     if (p.child_root) e.set_attr("root_cause", "1");
-    if (*code < 0) e.set_attr("signal", std::to_string(-*code));
+    if (*code < 0 && *code > -256) e.set_attr("signal", std::to_string(-*code));
     return Match::known;
   }
   if (field("time") || field("error_file") || field("traceback") || starts_with(t, "[") || starts_with(t, "---") ||
@@ -393,7 +393,7 @@ Match recognise_pytorch(LineParser& p, sv body) {
     e.set_attr("exit_code", std::to_string(*code));
     if (auto lr = int_after(msg, "local_rank: ")) e.set_attr("local_rank", std::to_string(*lr));
     if (auto pid = int_after(msg, "(pid: ")) e.set_attr("pid", std::to_string(*pid));
-    if (*code < 0) e.set_attr("signal", std::to_string(-*code));
+    if (*code < 0 && *code > -256) e.set_attr("signal", std::to_string(-*code));
     return Match::known;
   }
   if (contains(msg, "watchdog thread terminated with exception")) {
