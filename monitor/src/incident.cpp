@@ -153,8 +153,8 @@ Symptoms find_symptoms(const Bundle& b, const JobModel& job) {
   for (size_t i = 0; i < b.events.size(); ++i) {
     const Event& e = b.events[i];
     if (cleared[i]) continue;
-    // A job whose every rank left its communicator cleanly is not stuck: what RAS thought of it
-    // on the way is moot.
+    // A job whose ranks left their communicator cleanly is not stuck: what RAS thought of it on
+    // the way is moot.
     if (s.finished_cleanly && e.kind.rfind("ras_", 0) == 0) continue;
     if (e.kind == "fr_pg_status") {
       int rank = e.keys.rank;
