@@ -33,6 +33,9 @@ struct JobModel {
   std::map<std::string, std::vector<int>> ranks_of_nic;     // "host|nic"
   std::map<std::string, std::vector<std::string>> nics_of_host;        // NCCL device list order
   std::map<std::string, std::map<std::string, std::string>> nic_alias;  // host -> netdev/bdf -> nic
+  // NCCL's device index -> HCA, from its "NET/IB : Using [0]mlx5_0:1/IB ..." line: per process
+  // ("host:pid") and per host (when every process of the host listed the same devices).
+  std::map<std::string, std::map<int, std::string>> nic_of_index;
 
   // Global rank of the process an event came from; -1 when unknown.
   int rank_of(const Event& e) const;
@@ -84,7 +87,11 @@ struct Symptoms {
   std::string straggler_note;
   std::vector<uint32_t> straggler_files;
   bool peers_dead_reported = false;
+  bool finished_cleanly = false;  // the ranks destroyed the world communicator (Destroy COMPLETE)
 };
+
+// At least 3/4 of the world communicator's ranks logged "Destroy COMPLETE" for it.
+bool job_finished_cleanly(const Bundle& bundle, const JobModel& job);
 
 Symptoms find_symptoms(const Bundle& bundle, const JobModel& job);
 
@@ -100,6 +107,8 @@ struct Candidate {
   std::set<int> ranks;
   std::string group;  // physical identity shared by alternatives (a cable, a GPU)
   bool job_related = true;
+  // An operator's deliberate act (a port set admin-down): only a cause when a job suffered from it.
+  bool deliberate = false;
   std::vector<Component> also_suspect;  // alternatives folded into this one (same evidence)
 };
 

@@ -180,7 +180,9 @@ void canonicalise_hosts(Bundle& b) {
     if (e.layer == Layer::switch_) {
       // A switch file's lines name the switch; keep the folder name when the syslog host differs
       // (management hostnames) so cabling and logs agree.
-      if (f.kind == FileKind::text_log && !f.host.empty() && switch_folder.count(names::canonical_host(f.host)))
+      // Fabric-wide reports (ibqueryerrors, ibdiagnet, UFM) name the switch themselves (reported_by).
+      if (e.attr("reported_by").empty() && f.kind == FileKind::text_log && !f.host.empty() &&
+          switch_folder.count(names::canonical_host(f.host)))
         h = names::canonical_host(f.host);
       e.host = h;
       if (!e.component.switch_name.empty()) e.component.switch_name = h;
@@ -220,7 +222,11 @@ void remove_duplicates(Bundle& b) {
   for (size_t i = 0; i < b.events.size(); ++i) {
     const Event& e = b.events[i];
     if (e.message.empty()) continue;
-    std::string key = e.host + '\x1f' + e.kind + '\x1f' + std::to_string(e.keys.rank) + '\x1f' + e.message;
+    // NCCL's origin (pid, tid, cudaDev) is part of the identity: three processes that print the same
+    // error are three events, not one line shipped three times.
+    std::string key = e.host + '\x1f' + e.kind + '\x1f' + std::to_string(e.keys.rank) + '\x1f' +
+                      std::string(e.attr("pid")) + ':' + std::string(e.attr("tid")) + ':' +
+                      std::string(e.attr("cuda_dev")) + '\x1f' + e.message;
     auto& same = seen[key];
     for (size_t j : same) {
       const Event& o = b.events[j];
@@ -277,20 +283,24 @@ int64_t decide_zone_and_year(std::vector<ParseResult>& results, bool tz_known, b
     }
   }
   if (year_known) return zone_applied_s;
-  std::vector<int64_t> dated;
+  // Only the host's own dated files say which year its year-less lines are in: other hosts of the
+  // bundle may be logs of another year (a pasted excerpt, an old node), and must not move them.
+  std::map<std::string, std::vector<int64_t>> dated_of_host;
   for (const auto& r : results) {
     std::vector<bool> yearless(r.events.size(), false);
     for (uint32_t i : r.yearless_events) yearless[i] = true;
     for (size_t i = 0; i < r.events.size(); ++i)
       if (!yearless[i] && r.events[i].has_time() && r.events[i].time_confidence_s <= 3600 &&
           r.events[i].layer != Layer::bmc)
-        dated.push_back(r.events[i].time_us);
+        dated_of_host[r.stats.host].push_back(r.events[i].time_us);
   }
-  if (dated.empty()) return zone_applied_s;
-  std::nth_element(dated.begin(), dated.begin() + dated.size() / 2, dated.end());
-  const int64_t anchor = dated[dated.size() / 2];
   const int64_t season = 120LL * 86400000000LL;
   for (auto& r : results) {
+    auto own = dated_of_host.find(r.stats.host);
+    if (r.yearless_events.empty() || own == dated_of_host.end() || own->second.empty()) continue;
+    std::vector<int64_t>& dated = own->second;
+    std::nth_element(dated.begin(), dated.begin() + dated.size() / 2, dated.end());
+    const int64_t anchor = dated[dated.size() / 2];
     size_t moved = 0;
     for (uint32_t i : r.yearless_events) {
       Event& e = r.events[i];

@@ -108,6 +108,13 @@ std::vector<Candidate> gpu_candidates(const Bundle& b, const JobModel& job, cons
       Candidate& c = gpu(e.host, e.component.device);
       strength[c.group].add(1.0 * rel, "gpu_fell_off_bus");
       add_evidence(c, b, i, "GPU fell off the PCIe bus");
+    } else if (e.kind == "gpu_lost" || e.kind == "gpu_gsp_timeout" || e.kind == "gpu_rpc_failure") {
+      // The driver lost the GPU or its firmware stopped answering (the address may be unknown).
+      Candidate& c = gpu(e.host, e.component.device);
+      const bool lost = e.kind == "gpu_lost";
+      strength[c.group].add((lost ? 0.95 : e.kind == "gpu_gsp_timeout" ? 0.8 : 0.4) * rel,
+                            lost ? "gpu_fell_off_bus" : "gpu_gsp");
+      add_evidence(c, b, i, lost ? "the driver lost the GPU (NV_ERR_GPU_IS_LOST)" : "the GPU's firmware (GSP) stopped answering");
     } else if ((e.kind == "pcie_aer" || e.kind == "pcie_aer_unrecovered") && e.component.kind == ComponentKind::gpu) {
       double w = e.severity == Severity::critical ? 0.85 : e.severity == Severity::error ? 0.7 : 0.05;
       if (e.kind == "pcie_aer_unrecovered" && e.severity == Severity::warning) w = 0.2;
@@ -200,7 +207,11 @@ std::vector<Candidate> process_candidates(const Bundle& b, const JobModel& job, 
     const Event& e = b.events[i];
     bool crash = (e.kind == "process_crash" || e.kind == "process_oom") && job.is_job_host(e.host);
     bool cuda = e.kind == "cuda_error" && !mentions_ecc(e.message);
-    if (!crash && !cuda) continue;
+    // A verbs call the HCA refused (bad QP attributes, no resources): the process's setup, not the
+    // NIC's health, unless the NIC itself reports a fault (network candidates).
+    // (ibv_get_async_event failing is the dead HCA's echo, not the process's doing.)
+    bool verbs = e.kind == "ib_verbs_error" && e.attr("verb") != "ibv_get_async_event";
+    if (!crash && !cuda && !verbs) continue;
     int rank = job.rank_of(e);
     if (crash && rank < 0 && !e.attr("pid").empty()) {
       auto it = job.rank_of_pid.find(e.host + ":" + std::string(e.attr("pid")));
@@ -210,12 +221,16 @@ std::vector<Candidate> process_candidates(const Bundle& b, const JobModel& job, 
     auto [it, fresh] = crashed.emplace(key, process(rank, e.host));
     Candidate& c = it->second;
     if (fresh) {
-      c.fault = e.kind == "process_oom" ? "process_oom" : crash ? "process_crash" : "cuda_error";
-      c.score = (crash ? 0.7 : 0.55) * time_relevance(e.time_us, e.time_confidence_s, s);
-      c.summary = std::string(crash ? "job process crashed" : "CUDA error in the job process") + " on " + e.host +
-                  (rank >= 0 ? " (rank " + std::to_string(rank) + ")" : "");
+      c.fault = e.kind == "process_oom" ? "process_oom" : crash ? "process_crash" : verbs ? "ib_verbs_error" : "cuda_error";
+      c.score = (crash ? 0.7 : verbs ? 0.45 : 0.55) * time_relevance(e.time_us, e.time_confidence_s, s);
+      c.summary = std::string(crash   ? "job process crashed"
+                              : verbs ? "a verbs call failed in the job process"
+                                      : "CUDA error in the job process") +
+                  " on " + e.host + (rank >= 0 ? " (rank " + std::to_string(rank) + ")" : "");
     }
-    add_evidence(c, b, i, crash ? "the kernel killed or saw the process crash" : "CUDA error raised in the process");
+    add_evidence(c, b, i, crash   ? "the kernel killed or saw the process crash"
+                          : verbs ? "NCCL: " + std::string(e.attr("verb")) + " failed"
+                                  : "CUDA error raised in the process");
   }
   for (auto& [k, c] : crashed) out.push_back(std::move(c));
   // Ranks that went silent while the others timed out (dead or hung without a trace), per host.

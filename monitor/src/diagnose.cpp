@@ -176,7 +176,8 @@ Diagnosis diagnose(Bundle& b, const DiagnoseOptions& o) {
   for (const Candidate& c : all) {
     if (c.score < o.min_confidence) continue;
     RootCause rc = to_root_cause(c, b, s, job, o);
-    if (judge_job && c.job_related) d.root_causes.push_back(std::move(rc));
+    if (c.deliberate && !s.any) d.findings.push_back(std::move(rc));
+    else if (judge_job && c.job_related) d.root_causes.push_back(std::move(rc));
     else if (judge_job && !job.has_job_logs) d.root_causes.push_back(std::move(rc));
     else d.findings.push_back(std::move(rc));
     if (d.root_causes.size() >= 10) break;

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "analysis.hpp"
@@ -33,7 +34,9 @@ bool is_symptom(const Event& e) {
                                 "rnr_retry_exceeded", "ib_completion_error", "ib_flush_error", "nccl_socket_error",
                                 "nccl_proxy_error", "cuda_error", "nccl_error", "nccl_async_failure",
                                 "process_abort", "ras_peer_dead", "ras_lagging_rank", "ras_missing_rank",
-                                "desync_report", "ib_device_failed", "dump_signal"};
+                                "desync_report", "ib_device_failed", "dump_signal", "ib_verbs_error",
+                                "ib_fatal_event", "nccl_last_error", "watchdog_exception", "child_failed",
+                                "process_exit"};
   for (const char* k : kinds)
     if (e.kind == k) return true;
   // A crash or OOM kill of a job process (kernel side) is a symptom too.
@@ -106,11 +109,53 @@ double time_relevance(int64_t t, double confidence_s, const Symptoms& s) {
   return dt <= last + 60 + slack ? 0.6 : 0.3;
 }
 
+namespace {
+
+// A RAS complaint that a later report of the same file no longer makes (its communicators are
+// back to OK): a transient lag, not the incident.
+std::vector<bool> cleared_ras_events(const Bundle& b) {
+  std::vector<bool> cleared(b.events.size(), false);
+  std::map<uint32_t, std::vector<uint32_t>> ok_lines;  // file -> lines of "RUNNING ... OK" rows
+  for (const Event& e : b.events)
+    if (e.kind == "ras_comm_status" && e.attr("errors") == "OK") ok_lines[e.file].push_back(e.line);
+  if (ok_lines.empty()) return cleared;
+  for (size_t i = 0; i < b.events.size(); ++i) {
+    const Event& e = b.events[i];
+    if (e.kind != "ras_lagging_rank" && e.kind != "ras_missing_rank") continue;
+    auto it = ok_lines.find(e.file);
+    if (it == ok_lines.end()) continue;
+    for (uint32_t line : it->second) cleared[i] = cleared[i] || line > e.line;
+  }
+  return cleared;
+}
+
+}  // namespace
+
+// Most ranks, not all: a log's last line is the one a collector most often cuts.
+bool job_finished_cleanly(const Bundle& b, const JobModel& job) {
+  if (job.ranks.empty()) return false;
+  std::set<std::string> destroyed;  // "host|comm pointer"
+  for (const Event& e : b.events)
+    if (e.kind == "nccl_destroy") destroyed.insert(e.host + "|" + std::string(e.attr("comm")));
+  if (destroyed.empty()) return false;
+  size_t left = 0;
+  for (const Event& e : b.events)
+    if (e.kind == "nccl_init" && e.keys.comm_hash == job.world_comm && destroyed.count(e.host + "|" + std::string(e.attr("comm"))))
+      ++left;
+  return left * 4 >= job.ranks.size() * 3;
+}
+
 Symptoms find_symptoms(const Bundle& b, const JobModel& job) {
   Symptoms s;
   std::map<std::string, int> timeouts_per_pg;
+  const std::vector<bool> cleared = cleared_ras_events(b);
+  s.finished_cleanly = job_finished_cleanly(b, job);
   for (size_t i = 0; i < b.events.size(); ++i) {
     const Event& e = b.events[i];
+    if (cleared[i]) continue;
+    // A job whose ranks left their communicator cleanly is not stuck: what RAS thought of it on
+    // the way is moot.
+    if (s.finished_cleanly && e.kind.rfind("ras_", 0) == 0) continue;
     if (e.kind == "fr_pg_status") {
       int rank = e.keys.rank;
       if (rank < 0) continue;

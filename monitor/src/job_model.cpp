@@ -70,6 +70,14 @@ std::string JobModel::nic_of(const Event& e) const {
       if (it != alias->second.end()) return it->second;
     }
   }
+  // NCCL's device index ("Device 0 marked as failed", "NET/IB/2" channels): its own device list.
+  if (auto idx = e.attr_int("net_dev"); idx >= 0 && e.layer == Layer::nccl) {
+    for (const std::string& key : {host + ":" + std::string(e.attr("pid")), host}) {
+      auto list = nic_of_index.find(key);
+      if (list == nic_of_index.end()) continue;
+      if (auto name = list->second.find(int(idx)); name != list->second.end()) return name->second;
+    }
+  }
   // NCCL errors without an HCA name: the NIC of the rank that logged them.
   if (e.layer == Layer::nccl) {
     int r = rank_of(e);
@@ -149,6 +157,9 @@ JobModel build_job_model(const Bundle& b) {
     if (e.kind != "nccl_net_devices") continue;
     auto devs = parse_devices(e.attr("devices"));
     devices_of_pid[pid_key(e.host, e.attr_int("pid"))] = devs;
+    if (!e.attr("pid").empty()) job.nic_of_index[e.host + ":" + std::string(e.attr("pid"))] = devs;
+    auto [same, fresh] = job.nic_of_index.emplace(e.host, devs);
+    if (!fresh && same->second != devs) same->second.clear();  // processes disagree: no host-wide order
     auto& list = job.nics_of_host[e.host];
     for (auto& [i, name] : devs)
       if (std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);

@@ -1,5 +1,6 @@
 #include "json_cursor.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -127,7 +128,10 @@ bool JsonCursor::read_int(int64_t& out) {
     int64_t v = 0;
     size_t digits = 0;
     while (j < s_.size() && s_[j] >= '0' && s_[j] <= '9') {
-      if (digits < 18) v = v * 10 + (s_[j] - '0');
+      // Nanosecond wall times have 19 digits: keep every digit that fits, drop the rest (saturate).
+      const int d = s_[j] - '0';
+      if (v <= (INT64_MAX - d) / 10) v = v * 10 + d;
+      else v = INT64_MAX;
       ++j, ++digits;
     }
     if (j < s_.size() && (s_[j] == '.' || s_[j] == 'e' || s_[j] == 'E')) {

@@ -23,6 +23,7 @@ enum Trigger : uint32_t {
   kTimingOut = 1u << 9,       // "timing out"
   kWith = 1u << 10,           // " with "
   kSairedis = 1u << 11,       // "|port_state_change|"
+  kIbDiag = 1u << 12,         // perfquery / ibqueryerrors / ibdiagnet / UFM port counters and events
 };
 
 // A word and the bits its presence sets.

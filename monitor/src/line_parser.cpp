@@ -213,10 +213,15 @@ void LineParser::process(sv line, uint32_t triggers) {
   }
   sv body = prefix_.body;
   Match m = Match::none;
+  if (last_error_line) {
+    if (line_no_ == last_error_line + 1) m = recognise_last_error(*this, body);
+    last_error_line = 0;
+  }
   // Only the recognisers whose trigger words occur in the line; most lines of a job log are
   // NCCL INFO, most of the rest match nothing.
   const uint32_t t = triggers;
-  if (t & (kNcclMark | kNetIb)) m = recognise_nccl(*this, body);
+  if (m == Match::none && (t & kIbDiag)) m = recognise_ib_diagnostics(*this, body);
+  if (m == Match::none && (t & (kNcclMark | kNetIb))) m = recognise_nccl(*this, body);
   if (m == Match::none && (t & (kTorch | kPythonError | kGotCompletion))) m = recognise_pytorch(*this, body);
   if (m == Match::none && switch_context()) m = recognise_switch(*this, body);
   if (m == Match::none && (t & kKernel)) m = recognise_kernel(*this, body);
@@ -232,6 +237,7 @@ void LineParser::process(sv line, uint32_t triggers) {
 
 void LineParser::finish() {
   flush_join();
+  finish_ras_block(*this);
   auto& events = out_.events;
   auto& notes = out_.stats.notes;
   const TimeContext& tc = options_.time;

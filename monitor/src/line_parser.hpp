@@ -67,9 +67,23 @@ class LineParser {
   int ras_section = 0;                   // NCCL RAS text: 1 errors, 2 warnings
   std::string ras_status;                // DEAD / MISMATCH / INCOMPLETE ... of the current block
   std::string ras_comm;                  // "(27a079b828ff1a75)" of the current block
+  // MISMATCH blocks list ranks under "N ranks have launched up to operation X": the ranks and
+  // the X they were listed under, decided (behind or ahead) when the block ends.
+  int64_t ras_ops = -1;
+  std::vector<int64_t> ras_block_ops;
+  std::vector<std::pair<size_t, int64_t>> ras_block_ranks;
   int64_t aer_event = -1;                // index of the last AER event (bit lines attach to it)
   std::string ghes_severity;             // firmware-first "[Hardware Error]" record in progress
   int64_t last_uptime_us = -1;           // detects a reboot inside a dmesg dump
+  std::string nvrm_gpu;                  // GPU the last NVRM line named (wrapped messages)
+  uint32_t nvrm_gpu_line = 0;
+  uint32_t last_error_line = 0;          // PyTorch's "Last error:" (the error is on the next line)
+  // The IB port whose counters follow (perfquery / ibqueryerrors / ibdiagnet headers).
+  std::string ib_switch, ib_port, ib_lid, ib_guid;
+  // torchrun's ChildFailedError summary: the block being read ("[1]:" ... "exitcode : -6 (pid: N)").
+  bool child_summary = false, child_root = false;
+  int child_rank = -1, child_local_rank = -1;
+  std::string child_host;
 
  private:
   void process(std::string_view line, uint32_t triggers);
@@ -115,11 +129,20 @@ Match recognise_kernel(LineParser&, std::string_view body);
 Match recognise_switch(LineParser&, std::string_view body);
 Match recognise_bmc(LineParser&, std::string_view body);
 Match recognise_ras_text(LineParser&, std::string_view body);
+Match recognise_ib_diagnostics(LineParser&, std::string_view body);
+// Decides the direction of the MISMATCH block just read (called at each block's end).
+void finish_ras_block(LineParser&);
 // True when `line` is a bare "host:pid:tid [dev] NCCL INFO ..." line (the marker at `info`) that
 // recognise_nccl would read without an event (most of a job log): it is skipped without the full
 // path. `channel_lines` remembers the NET channel lines already read in full.
 bool is_quiet_nccl_info(std::string_view line, size_t info, RecentKeys& channel_lines);
 // NCCL's IB completion error text anywhere in `text` (also inside PyTorch exceptions).
 bool parse_ib_completion(LineParser&, std::string_view text, Layer layer);
+// The line after PyTorch's "Last error:": the NCCL error it quotes, in any of NCCL's wordings.
+Match recognise_last_error(LineParser&, std::string_view body);
+// The peer a socket error names (peer_ip / peer_host, peer_port).
+void set_socket_peer(Event& e, std::string_view msg);
+// A verbs call failure ("Call to ibv_X failed ..."): an ib_verbs_error on the NIC, or nullptr.
+Event* verbs_call_failure(LineParser&, std::string_view msg, Layer layer);
 
 }  // namespace astral::monitor

@@ -32,8 +32,17 @@ std::optional<int64_t> zone_offset(sv z) {
   return std::nullopt;
 }
 
+// Power transitions an operator or the scheduler asked for: the Power Unit's "Power off/down" and
+// the ACPI soft-off states are routine rows, not hardware faults (AC loss and power-unit failures are).
+bool routine_power_row(const std::string& low) {
+  const bool power_sensor = contains(low, "power unit") || contains(low, "acpi") || contains(low, "system power");
+  return power_sensor && (contains(low, "power off") || contains(low, "soft-off") || contains(low, "s4/s5") ||
+                          contains(low, "s5/g2") || contains(low, "power cycle") || contains(low, "power on")) &&
+         !contains(low, "ac lost") && !contains(low, "failure") && !contains(low, "fault");
+}
+
 Severity sel_severity(const std::string& low, bool deasserted) {
-  if (deasserted) return Severity::info;
+  if (deasserted || routine_power_row(low)) return Severity::info;
   static const char* critical[] = {"uncorrectable", "fatal", "ierr", "machine check", "non-recoverable",
                                    "critical going", "failure detected", "power off", "ac lost", "thermal trip"};
   static const char* error[] = {"failure", "fault", "error", "critical", "predictive", "lower critical",
@@ -88,8 +97,9 @@ Match sel_elist(LineParser& p, sv body) {
   sv direction = f.size() > 5 ? f[5] : sv{};
   std::string low = to_lower(std::string(sensor) + " " + std::string(what));
   const Severity sev = sel_severity(low, contains(direction, "Deasserted"));
-  Event& e = pre_init ? p.emit_undated(Layer::bmc, sev, "sel_event", sel_component(to_lower(sensor)), body)
-                      : p.emit(Layer::bmc, sev, "sel_event", sel_component(to_lower(sensor)), body);
+  const sv kind = routine_power_row(low) ? "bmc_power_state" : "sel_event";
+  Event& e = pre_init ? p.emit_undated(Layer::bmc, sev, kind, sel_component(to_lower(sensor)), body)
+                      : p.emit(Layer::bmc, sev, kind, sel_component(to_lower(sensor)), body);
   e.component.device = std::string(sensor);
   e.set_attr("sensor", std::string(sensor));
   e.set_attr("event", std::string(what));

@@ -72,31 +72,70 @@ Match xid_line(LineParser& p, sv body, size_t at) {
   return Match::known;
 }
 
+// The PCI address after "GPU " / "GPU at " / "The NVIDIA GPU " ("0000:09:00.0", "PCI:0000:08:00").
+std::string gpu_address_after(sv t) {
+  t = ltrim(t);
+  take(t, "The NVIDIA ");
+  if (!take(t, "GPU ")) return "";
+  take(t, "at ");
+  take(t, "PCI:");
+  return names::canonical_pci(take_pci_token(t));
+}
+
+// "NVRM: GPU6 _kgspIsHeartbeatTimedOut: ..." names the GPU by the driver's index.
+void set_gpu_index(Event& e, sv msg) {
+  sv t = ltrim(msg.substr(5));
+  if (!take(t, "GPU") || t.empty() || !is_digit(t[0])) return;
+  if (auto n = take_uint(t); n && starts_with(t, " ")) e.set_attr("gpu_index", std::to_string(*n));
+}
+
+// The GPU the driver said it lost: "fallen off the bus" (Xid 79's wording, the pre-Xid one and
+// the three-line one of 570+ drivers, whose address is on the first line).
+Match fallen_off(LineParser& p, sv msg) {
+  std::string pci = gpu_address_after(msg.substr(5));
+  if (pci.empty() && p.nvrm_gpu_line + 3 >= p.current_line()) pci = p.nvrm_gpu;
+  Event& e = p.emit(Layer::kernel, Severity::critical, "gpu_fallen_off_bus", ComponentKind::gpu, msg);
+  e.component.device = pci;
+  e.keys.xid = 79;
+  return Match::known;
+}
+
+// GSP firmware and RPC failures: the GPU stopped answering its driver.
+Match gsp_or_rpc(LineParser& p, sv msg) {
+  const bool lost = contains(msg, "NV_ERR_GPU_IS_LOST") || contains(msg, "GPU lost from the bus");
+  const bool gsp = contains(msg, "_kgspIsHeartbeatTimedOut") || contains(msg, "GSP Timeout") ||
+                   contains(msg, "Timeout waiting for RPC from GSP") || contains(msg, "_kgspLogRpcTimeout");
+  const bool rpc = contains(msg, "rpcSendMessage failed") || contains(msg, "rpcRecvPoll");
+  if (!lost && !gsp && !rpc) return Match::none;
+  sv kind = lost ? "gpu_lost" : gsp ? "gpu_gsp_timeout" : "gpu_rpc_failure";
+  Event& e = p.emit(Layer::kernel, lost ? Severity::critical : Severity::error, kind, ComponentKind::gpu, msg);
+  if (!p.nvrm_gpu.empty() && p.nvrm_gpu_line + 3 >= p.current_line()) e.component.device = p.nvrm_gpu;
+  set_gpu_index(e, msg);
+  if (auto st = token_after(msg, "with status ", " ")) e.set_attr("status", std::string(*st));
+  if (auto fn = int_after(msg, " for fn ")) e.set_attr("rpc_function", std::to_string(*fn));
+  return Match::known;
+}
+
 Match nvrm_line(LineParser& p, sv body, size_t at) {
   sv msg = body.substr(at);
   if (starts_with(msg, "NVRM: Xid")) return xid_line(p, body, at);
-  if (contains(msg, "fallen off the bus")) {
-    // "NVRM: GPU 0000:09:00.0: GPU has fallen off the bus." (implied Xid 79)
-    sv t = msg.substr(5);
-    t = ltrim(t);
-    if (!take(t, "GPU ")) return Match::known;  // the Xid line form is handled above
-    sv addr = take_until(t, " ");
-    if (!addr.empty() && addr.back() == ':') addr.remove_suffix(1);
-    Event& e = p.emit(Layer::kernel, Severity::critical, "gpu_fallen_off_bus", ComponentKind::gpu, msg);
-    e.component.device = names::canonical_pci(addr);
-    e.keys.xid = 79;
-    return Match::known;
-  }
-  if (auto gpu_at = after(msg, "GPU at PCI:")) {
-    sv t = *gpu_at;
-    sv addr = take_until(t, ": ");
-    take(t, ':');
-    t = ltrim(t);
-    std::string key = "gpu:" + std::string(p.host()) + ":" + std::string(addr);
-    if (p.seen.insert(key).second) {
-      Event& e = p.emit(Layer::kernel, Severity::debug, "gpu_identity", ComponentKind::gpu, msg);
-      e.component.device = names::canonical_pci(addr);
-      e.set_attr("uuid", std::string(take_until(t, " ")));
+  if (contains(msg, "fallen off the bus")) return fallen_off(p, msg);
+  if (Match m = gsp_or_rpc(p, msg); m != Match::none) return m;
+  // "NVRM: The NVIDIA GPU 0000:b3:00.0" (first line of a wrapped message) and the identity line
+  // "NVRM: GPU at PCI:0000:08:00: GPU-<uuid>": remembered for the lines after it.
+  if (std::string pci = gpu_address_after(msg.substr(5)); !pci.empty()) {
+    p.nvrm_gpu = pci;
+    p.nvrm_gpu_line = p.current_line();
+    if (auto gpu_at = after(msg, "GPU at PCI:")) {
+      sv t = *gpu_at;
+      take_pci_token(t);
+      t = ltrim(t);
+      std::string key = "gpu:" + std::string(p.host()) + ":" + pci;
+      if (starts_with(t, "GPU-") && p.seen.insert(key).second) {
+        Event& e = p.emit(Layer::kernel, Severity::debug, "gpu_identity", ComponentKind::gpu, msg);
+        e.component.device = pci;
+        e.set_attr("uuid", std::string(take_until(t, " ")));
+      }
     }
   }
   return Match::known;  // crash-dump notices, serial numbers, GSP RPC history
@@ -306,6 +345,19 @@ Match mlx5_line(LineParser& p, sv body, size_t at) {
   if (low == "link up" || starts_with(low, "link up")) {
     nic_event(Severity::info, "nic_link_up", ComponentKind::port);
     return Match::known;
+  }
+  // IB port state changes of mlx5_ib: "Port: 1 Link DOWN" / "Port: 1 Link ACTIVE" (also INIT, ARM).
+  if (starts_with(low, "port: ")) {
+    sv u = sv(low).substr(6);
+    auto port = take_uint(u);
+    if (port && take(u, " link ")) {
+      const bool down = starts_with(u, "down");
+      Event& e = nic_event(down ? Severity::error : Severity::info, down ? "nic_link_down" : "nic_link_up",
+                           ComponentKind::port);
+      e.component.port = std::to_string(*port);
+      e.set_attr("ib_state", std::string(trim(u)));
+      return Match::known;
+    }
   }
   if ((w & kModuleEvent) || module_func) {
     bool error = (w & kModuleError);

@@ -2,6 +2,7 @@
 // file:line (and a timestamp since 2.26), init lines that map rank -> GPU and give the commHash,
 // channel lines that map a rank to its NET device, the NET/IB device list, IB completion errors
 // in all their wordings, async port events, socket and proxy errors.
+#include <algorithm>
 #include <string>
 
 #include "keywords.hpp"
@@ -17,6 +18,7 @@ namespace {
 struct NcclHeader {
   sv host;
   sv pid;  // digits as written; empty when the line has no "host:pid:tid" origin
+  sv tid;
   sv dev;  // "[dev]" digits; empty when absent
   sv level;  // INFO WARN TRACE CALL version
   sv msg;
@@ -28,14 +30,35 @@ bool all_digits(sv s) {
   return !s.empty();
 }
 
+// NCCL 2.1 printed no "NCCL" tag: "host:pid:tid [dev] file:line WARN msg". Returns where the
+// level word starts, or npos; only that exact shape counts (other loggers say WARN too).
+size_t untagged_level(sv body) {
+  sv t = body;
+  sv origin = take_until(t, " ");
+  if (origin.empty() || std::count(origin.begin(), origin.end(), ':') < 2 || !take(t, " [")) return sv::npos;
+  if (!take_uint(t) || !take(t, "] ")) return sv::npos;
+  sv word = take_until(t, " ");
+  if (word != "WARN" && word != "INFO") {  // a source location first
+    if (word.find(':') == sv::npos || !take(t, ' ')) return sv::npos;
+    word = take_until(t, " ");
+  }
+  if (word != "WARN" && word != "INFO") return sv::npos;
+  return size_t(word.data() - body.data());
+}
+
 // Finds "NCCL <LEVEL> " and reads "host:pid:tid [dev] ..." before it when present. The numbers
 // stay text: most lines never make an event that would need them.
 bool read_header(sv body, NcclHeader& h) {
   size_t k = 0;
   if (!starts_with(body, "NCCL ")) {
     k = find(body, " NCCL ");
-    if (k == sv::npos) return false;
-    ++k;
+    if (k == sv::npos) {
+      size_t level = untagged_level(body);
+      if (level == sv::npos) return false;
+      k = level - 5;  // as if "NCCL " stood before the level
+    } else {
+      ++k;
+    }
   }
   sv after_nccl = body.substr(k + 5);
   h.level = take_until(after_nccl, " ");
@@ -55,6 +78,7 @@ bool read_header(sv body, NcclHeader& h) {
       if (all_digits(pid) && all_digits(tid)) {
         h.host = first.substr(0, c1);
         h.pid = pid;
+        h.tid = tid;
       }
     }
   }
@@ -77,7 +101,56 @@ void stamp(Event& e, const NcclHeader& h) {
       e.component.host = e.host;
   }
   if (!h.pid.empty()) e.set_attr("pid", std::string(h.pid));
+  if (!h.tid.empty()) e.set_attr("tid", std::string(h.tid));
   if (!h.dev.empty()) e.set_attr("cuda_dev", std::string(h.dev));
+}
+
+}  // namespace
+
+// The peer a socket error names: "from 10.0.0.2<45763>", "Connect to 10.0.0.2<45763>", "remote
+// peer node1<57557>". Addresses go to peer_ip, names to peer_host (as written).
+void set_socket_peer(Event& e, sv msg) {
+  size_t lt = msg.find('<');
+  while (lt != sv::npos) {
+    size_t start = lt;
+    while (start > 0 && msg[start - 1] != ' ') --start;
+    sv who = msg.substr(start, lt - start);
+    sv rest = msg.substr(lt + 1);
+    sv port = take_until(rest, ">");
+    if (!who.empty() && !port.empty() && all_digits(port)) {
+      std::string ip = names::canonical_ip(who);
+      if (names::is_ip_address(ip)) e.set_attr("peer_ip", ip);
+      else e.set_attr("peer_host", std::string(who));
+      e.set_attr("peer_port", std::string(port));
+      return;
+    }
+    lt = msg.find('<', lt + 1);
+  }
+  if (auto from = token_after(msg, " from ", " ")) {  // "Call to recv from 10.1.2.3 failed"
+    std::string ip = names::canonical_ip(*from);
+    if (names::is_ip_address(ip)) e.set_attr("peer_ip", ip);
+  }
+}
+
+// "Call to ibv_modify_qp failed with error Invalid argument", "Call to ibv_create_qp failed":
+// a verbs call refused by the HCA or its driver (resources, QP state, registration).
+Event* verbs_call_failure(LineParser& p, sv msg, Layer layer) {
+  auto call = token_after(msg, "Call to ", " ");
+  if (!call || !starts_with(*call, "ibv_")) return nullptr;
+  Event& e = p.emit(layer, Severity::error, "ib_verbs_error", ComponentKind::nic, msg);
+  e.set_attr("verb", std::string(*call));
+  if (auto err = after(msg, "with error ")) e.set_attr("error", std::string(trim(*err)));
+  else if (auto err2 = after(msg, "failed : ")) e.set_attr("error", std::string(trim(*err2)));
+  if (auto dev = token_after(msg, " on device ", " ,")) e.component.device = std::string(*dev);
+  return &e;
+}
+
+namespace {
+
+bool verbs_failure(LineParser& p, const NcclHeader& h, sv msg) {
+  Event* e = verbs_call_failure(p, msg, Layer::nccl);
+  if (e) stamp(*e, h);
+  return e != nullptr;
 }
 
 // "... comm 0x.. rank R nranks N cudaDev d nvmlDev n busId b commId 0x.. - Init COMPLETE", read
@@ -217,7 +290,12 @@ Match async_event(LineParser& p, const NcclHeader& h, sv msg) {
   std::string low = to_lower(msg);
   sv kind = "ib_async_event";
   Severity sev = Severity::warning;
-  if (contains(low, "fatal event") && !contains(low, "non-fatal")) {
+  // ibv_event_type_str() of the fatal events: DEVICE_FATAL, QP_FATAL, CQ_ERR, SRQ_ERR, WQ_FATAL,
+  // QP_REQ_ERR, QP_ACCESS_ERR, PATH_MIG_ERR.
+  const bool fatal_words = contains(low, "catastrophic error") || contains(low, "cq error") ||
+                           contains(low, "wq fatal") || contains(low, "work queue error") ||
+                           contains(low, "path migration request error");
+  if (fatal_words || (contains(low, "fatal event") && !contains(low, "non-fatal"))) {
     kind = "ib_fatal_event";
     sev = Severity::critical;
   } else if (contains(low, "port error") || contains(low, "port_err")) {
@@ -241,7 +319,7 @@ Match async_event(LineParser& p, const NcclHeader& h, sv msg) {
 }
 
 Match warn_line(LineParser& p, const NcclHeader& h, sv msg) {
-  if (contains(msg, "Got completion from peer")) {
+  if (contains(msg, "Got completion from peer") || contains(msg, "Got completion with ")) {
     Event* e = nullptr;
     size_t before = p.out().events.size();
     if (!parse_ib_completion(p, msg, Layer::nccl)) return Match::damaged;
@@ -258,11 +336,13 @@ Match warn_line(LineParser& p, const NcclHeader& h, sv msg) {
     if (auto d = int_after(msg, "Device ")) e.set_attr("net_dev", std::to_string(*d));
     return Match::known;
   }
+  if (verbs_failure(p, h, msg)) return Match::known;
   if (contains(msg, "Call to ") || contains(msg, "Connection reset") || contains(msg, "Connection closed") ||
-      contains(msg, "Broken pipe") || contains(msg, "Connection refused")) {
+      contains(msg, "Broken pipe") || contains(msg, "Connection refused") || contains(msg, "Socket recv failed") ||
+      (starts_with(msg, "socket") && contains(msg, " failed"))) {
     Event& e = p.emit(Layer::nccl, Severity::error, "nccl_socket_error", ComponentKind::process, msg);
     stamp(e, h);
-    if (auto from = token_after(msg, " from ", " ")) e.set_attr("peer_ip", names::canonical_ip(*from));
+    set_socket_peer(e, msg);
     return Match::known;
   }
   if (contains(msg, "Failed to execute operation")) {
@@ -288,7 +368,22 @@ Match warn_line(LineParser& p, const NcclHeader& h, sv msg) {
 bool info_line_is_quiet(sv msg) {
   if (starts_with(msg, "Channel ")) return find(msg, " via NET/") == sv::npos;
   const sv end = trim(msg);
-  return !ends_with(end, "Init COMPLETE") && !ends_with(end, "Init START") && !starts_with(msg, "NET/IB");
+  return !ends_with(end, "Init COMPLETE") && !ends_with(end, "Init START") && !ends_with(end, "Destroy COMPLETE") &&
+         !starts_with(msg, "NET/IB");
+}
+
+// "comm 0x55d0 rank 3 nranks 16 cudaDev 3 busId 1b000 - Destroy COMPLETE": the rank left its
+// communicator cleanly (the job ended, or the group was torn down on purpose).
+Match destroy_line(LineParser& p, const NcclHeader& h, sv msg) {
+  auto comm = token_after(msg, "comm ", " ");
+  auto rank = int_after(msg, " rank ");
+  if (!comm || !rank) return Match::damaged;
+  Event& e = p.emit(Layer::nccl, Severity::info, "nccl_destroy", ComponentKind::process, msg);
+  stamp(e, h);
+  e.keys.rank = int(*rank);
+  e.set_attr("comm", std::string(*comm));
+  if (auto n = int_after(msg, " nranks ")) e.set_attr("nranks", std::to_string(*n));
+  return Match::known;
 }
 
 Match info_line(LineParser& p, const NcclHeader& h, sv msg) {
@@ -296,6 +391,7 @@ Match info_line(LineParser& p, const NcclHeader& h, sv msg) {
   sv end = trim(msg);
   if (ends_with(end, "Init COMPLETE")) return init_line(p, h, msg, true);
   if (ends_with(end, "Init START")) return init_line(p, h, msg, false);
+  if (ends_with(end, "Destroy COMPLETE")) return destroy_line(p, h, msg);
   if (!starts_with(msg, "NET/IB")) return Match::known;  // the many INFO lines with nothing to join on
   if (starts_with(msg, "NET/IB : Using") || starts_with(msg, "NET/IB: Using")) return net_devices_line(p, h, msg);
   if (contains(msg, "Got completion from peer")) return warn_line(p, h, msg);
@@ -328,11 +424,15 @@ bool is_quiet_nccl_info(sv line, size_t info, RecentKeys& channel_lines) {
 
 bool parse_ib_completion(LineParser& p, sv text, Layer layer) {
   auto rest = after(text, "Got completion from peer ");
-  if (!rest) return false;
-  sv t = ltrim(*rest);
-  sv peer = take_until(t, " ");
-  std::string ip = names::canonical_ip(peer);
-  if (ip.empty()) return false;
+  std::string ip;
+  if (rest) {
+    sv t = ltrim(*rest);
+    sv peer = take_until(t, " ");
+    ip = names::canonical_ip(peer);
+    if (ip.empty()) return false;
+  } else if (!contains(text, "Got completion with ")) {  // NCCL 2.4-era: no peer named
+    return false;
+  }
   int64_t status = -1;
   if (auto e = int_after(text, "with error ")) {
     status = *e;
@@ -354,7 +454,7 @@ bool parse_ib_completion(LineParser& p, sv text, Layer layer) {
                            : "ib_completion_error";
   Event& e = p.emit(layer, status == 5 ? Severity::warning : Severity::error, kind,
                     ComponentKind::nic, text);
-  e.set_attr("peer_ip", ip);
+  if (!ip.empty()) e.set_attr("peer_ip", ip);
   e.set_attr("status", std::to_string(status));
   if (auto v = int_after(text, "vendor err ")) e.set_attr("vendor_err", std::to_string(*v));
   else if (auto v2 = int_after(text, "vendor_err=")) e.set_attr("vendor_err", std::to_string(*v2));
@@ -379,7 +479,8 @@ Match recognise_nccl(LineParser& p, sv body) {
   if (!read_header(body, h) || (h.level == "version" && !starts_with(body, "NCCL version"))) {
     // NCCL text without the NCCL marker: vendor forks ("NET/IBP:Got completion ...") and the
     // wrapped wording-3 error once joined.
-    if (contains(body, "Got completion from peer") && !contains(body, "ProcessGroupNCCL")) {
+    if ((contains(body, "Got completion from peer") || contains(body, "Got completion with ")) &&
+        !contains(body, "ProcessGroupNCCL")) {
       if (!parse_ib_completion(p, body, Layer::nccl)) return Match::damaged;
       return Match::known;
     }

@@ -157,7 +157,99 @@ bool read_status(Event& e, sv msg) {
   return true;
 }
 
+// torchrun's ChildFailedError summary, one block per failed rank:
+//   "[1]:" / "  rank      : 1 (local_rank: 1)" / "  exitcode  : -6 (pid: 2385923)" ...
+// after "Root Cause (first observed failure):" the block is the first rank that failed.
+Match child_failed_line(LineParser& p, sv body) {
+  sv t = trim(body);
+  if (contains(t, "ChildFailedError")) {
+    p.child_summary = true;
+    p.child_root = false;
+    return Match::known;
+  }
+  if (!p.child_summary) return Match::none;
+  if (starts_with(t, "Root Cause")) {
+    p.child_root = true;
+    return Match::known;
+  }
+  auto field = [&](sv name) -> std::optional<sv> {
+    if (!starts_with(t, name)) return std::nullopt;
+    sv u = ltrim(t.substr(name.size()));
+    if (!take(u, ':')) return std::nullopt;
+    return ltrim(u);
+  };
+  if (auto v = field("rank")) {
+    sv u = *v;
+    auto r = take_int(u);
+    p.child_rank = r ? int(*r) : -1;
+    auto lr = int_after(u, "local_rank: ");
+    p.child_local_rank = lr ? int(*lr) : -1;
+    return Match::known;
+  }
+  if (auto v = field("host")) {
+    p.child_host = std::string(*v);
+    return Match::known;
+  }
+  if (auto v = field("exitcode")) {
+    sv u = *v;
+    auto code = take_int(u);
+    if (!code) return Match::damaged;
+    Event& e = p.emit(Layer::pytorch, p.child_root ? Severity::critical : Severity::error, "child_failed",
+                      ComponentKind::process, body);
+    e.keys.rank = p.child_rank;
+    e.component.rank = p.child_rank;
+    e.set_attr("exit_code", std::to_string(*code));
+    if (auto pid = int_after(u, "pid: ")) e.set_attr("pid", std::to_string(*pid));
+    if (p.child_local_rank >= 0) e.set_attr("local_rank", std::to_string(p.child_local_rank));
+    if (!p.child_host.empty()) e.set_attr("reported_host", p.child_host);
+    if (p.child_root) e.set_attr("root_cause", "1");
+    if (*code < 0 && *code > -256) e.set_attr("signal", std::to_string(-*code));
+    return Match::known;
+  }
+  if (field("time") || field("error_file") || field("traceback") || starts_with(t, "[") || starts_with(t, "---") ||
+      starts_with(t, "===") || starts_with(t, "Failures:") || ends_with(t, "FAILED"))
+    return Match::known;
+  return Match::none;
+}
+
+// "srun: error: HOST: task N: Exited with exit code 1" (also "Killed", "Aborted", "Segmentation fault").
+Match srun_line(LineParser& p, sv body) {
+  auto rest = after(body, "srun: error: ");
+  if (!rest) return Match::none;
+  sv t = *rest;
+  sv host = take_until(t, ":");
+  if (!take(t, ':')) return Match::none;
+  t = ltrim(t);
+  if (!take(t, "task ")) return Match::known;  // other srun errors: nothing to join
+  auto task = take_uint(t);
+  if (!task || !take(t, ':')) return Match::damaged;
+  sv what = trim(t);
+  Event& e = p.emit(Layer::pytorch, Severity::error, "process_exit", ComponentKind::process, body);
+  e.host = std::string(host);
+  e.component.host = e.host;
+  e.keys.rank = int(*task);
+  e.component.rank = int(*task);
+  if (auto code = int_after(what, "exit code ")) e.set_attr("exit_code", std::to_string(*code));
+  e.set_attr("how", std::string(what));
+  return Match::known;
+}
+
 Match python_line(LineParser& p, sv body) {
+  if (Match m = child_failed_line(p, body); m != Match::none) return m;
+  if (Match m = srun_line(p, body); m != Match::none) return m;
+  // "Last error:" ends the line: NCCL's message is on the next one.
+  if (ends_with(trim(body), "Last error:")) {
+    p.last_error_line = p.current_line();
+    return Match::known;
+  }
+  if (contains(body, "watchdog thread terminated with exception")) {
+    Event& e = p.emit(Layer::pytorch, Severity::error, "watchdog_exception", ComponentKind::process, body);
+    if (e.keys.rank < 0)
+      if (auto r = int_after(body, "Rank ")) e.keys.rank = int(*r);
+    e.component.rank = e.keys.rank;
+    if (auto what = after(body, "terminated with exception: ")) e.set_attr("error", std::string(trim(*what)));
+    return Match::known;
+  }
   // Python-level errors (tracebacks, launcher summaries) carry no glog prefix.
   if (auto what = after(body, "CUDA error: ")) {
     Event& e = p.emit(Layer::pytorch, Severity::error, "cuda_error", ComponentKind::process, body);
@@ -200,6 +292,27 @@ Match python_line(LineParser& p, sv body) {
 }
 
 }  // namespace
+
+Match recognise_last_error(LineParser& p, sv body) {
+  sv t = trim(body);
+  if (t.empty()) return Match::none;
+  if (contains(t, "Got completion from peer") || contains(t, "Got completion with "))
+    return parse_ib_completion(p, t, Layer::nccl) ? Match::known : Match::damaged;
+  if (Event* e = verbs_call_failure(p, t, Layer::nccl)) {
+    e->set_attr("quoted_by", "pytorch");
+    return Match::known;
+  }
+  const bool socket = starts_with(t, "socket") || contains(t, "Call to ") || contains(t, "Connection reset") ||
+                      contains(t, "Connection closed") || contains(t, "Broken pipe") || contains(t, "Connection refused");
+  // The network plugins (NET/IB, NET/OFI, NET/Socket) speak of requests on a NIC.
+  const bool net = starts_with(t, "NET/") && !starts_with(t, "NET/Socket");
+  Event& e = p.emit(Layer::nccl, Severity::error, socket ? "nccl_socket_error" : "nccl_last_error",
+                    net ? ComponentKind::nic : ComponentKind::process, t);
+  e.set_attr("quoted_by", "pytorch");
+  if (socket) set_socket_peer(e, t);
+  if (!net) e.component.rank = e.keys.rank;
+  return Match::known;
+}
 
 Match recognise_pytorch(LineParser& p, sv body) {
   Glog g;
@@ -272,6 +385,20 @@ Match recognise_pytorch(LineParser& p, sv body) {
   if (contains(msg, "Some NCCL operations have failed or timed out")) {
     process_event("nccl_async_failure", Severity::error);
     if (contains(msg, "Got completion from peer")) parse_ib_completion(p, msg, Layer::nccl);
+    return Match::known;
+  }
+  // torchrun's agent: "failed (exitcode: -6) local_rank: 3 (pid: 26026) of binary: ..."
+  if (auto code = int_after(msg, "failed (exitcode: ")) {
+    Event& e = process_event("child_failed", Severity::error);
+    e.set_attr("exit_code", std::to_string(*code));
+    if (auto lr = int_after(msg, "local_rank: ")) e.set_attr("local_rank", std::to_string(*lr));
+    if (auto pid = int_after(msg, "(pid: ")) e.set_attr("pid", std::to_string(*pid));
+    if (*code < 0 && *code > -256) e.set_attr("signal", std::to_string(-*code));
+    return Match::known;
+  }
+  if (contains(msg, "watchdog thread terminated with exception")) {
+    Event& e = process_event("watchdog_exception", Severity::error);
+    if (auto what = after(msg, "terminated with exception: ")) e.set_attr("error", std::string(trim(*what)));
     return Match::known;
   }
   if (contains(msg, "taking the entire process down")) {

@@ -30,22 +30,66 @@ Event& node_event(LineParser& p, Severity s, sv kind, sv node, sv body) {
 
 }  // namespace
 
+void finish_ras_block(LineParser& p) {
+  if (!p.ras_block_ranks.empty() && p.ras_block_ops.size() >= 2) {
+    const auto [lo, hi] = std::minmax_element(p.ras_block_ops.begin(), p.ras_block_ops.end());
+    for (auto [index, ops] : p.ras_block_ranks) {
+      Event& e = p.out().events[index];
+      if (ops < 0 || *lo == *hi) continue;
+      if (ops == *hi) {  // listed among those ahead: the others are the ones behind
+        e.kind = "ras_ahead_rank";
+        e.severity = Severity::info;
+      } else {
+        e.set_attr("behind_by", std::to_string(*hi - ops));
+      }
+    }
+  }
+  p.ras_block_ops.clear();
+  p.ras_block_ranks.clear();
+  p.ras_ops = -1;
+}
+
 Match recognise_ras_text(LineParser& p, sv body) {
   sv t = trim(body);
-  if (t == "Errors") { p.ras_section = 1; return Match::known; }
-  if (t == "Warnings") { p.ras_section = 2; return Match::known; }
+  if (t == "Errors") { finish_ras_block(p); p.ras_section = 1; return Match::known; }
+  if (t == "Warnings") { finish_ras_block(p); p.ras_section = 2; return Match::known; }
   if (t == "DEAD" || t == "INCOMPLETE" || t == "TIMEOUT" || t == "MISMATCH" || t == "NOCOMM") {
+    finish_ras_block(p);
     p.ras_status = std::string(t);
     p.ras_comm.clear();
     return Match::known;
   }
-  if (t == "Job summary" || starts_with(t, "=====") || starts_with(t, "RAS Monitor Mode")) return Match::known;
+  if (t == "Job summary" || starts_with(t, "=====") || starts_with(t, "RAS Monitor Mode")) {
+    finish_ras_block(p);
+    return Match::known;
+  }
   if (starts_with(t, "#") && t.find('(') != sv::npos && t.find(')') != sv::npos) {  // "#0-0 (hash) MISMATCH"
+    finish_ras_block(p);
     sv u = t.substr(t.find('(') + 1);
     p.ras_comm = std::string(take_until(u, ")"));
     take(u, ')');
     p.ras_status = std::string(trim(u));
     return Match::known;
+  }
+  // Communicator table row "    0         1        32  ...  256   RUNNING      OK": the status of
+  // every group at the time of the report (a later OK clears an earlier MISMATCH).
+  if (!t.empty() && is_digit(t[0]) && (ends_with(t, " OK") || ends_with(t, "MISMATCH") || ends_with(t, "INCOMPLETE") ||
+                                       ends_with(t, "DEAD") || ends_with(t, "ERROR"))) {
+    sv u = t;
+    sv last, before;
+    while (!u.empty()) {
+      sv w = take_word(u);
+      if (w.empty()) break;
+      before = last;
+      last = w;
+    }
+    if (before == "RUNNING" || before == "FINALIZED" || before == "ABORTED" || before == "INIT") {
+      Event& e = p.emit(Layer::nccl, Severity::info, "ras_comm_status", ComponentKind::process, body);
+      e.set_attr("status", std::string(before));
+      e.set_attr("errors", std::string(last));
+      e.set_attr("reported_by", std::string(p.host()));
+      return Match::known;
+    }
   }
   // "PEER_DEAD: Process 1524345 on node 172.16.64.245 managing GPU 1" (monitor mode)
   if (starts_with(t, "PEER_")) {
@@ -83,6 +127,10 @@ Match recognise_ras_text(LineParser& p, sv body) {
                           mismatch ? "ras_lagging_rank" : "ras_rank", *node, body);
     e.keys.rank = int(*rank);
     e.component.rank = int(*rank);
+    if (mismatch && p.ras_ops >= 0) {
+      e.set_attr("launched_up_to", std::to_string(p.ras_ops));
+      p.ras_block_ranks.push_back({p.out().events.size() - 1, p.ras_ops});
+    }
     if (auto pid = int_after(t, " process ")) e.set_attr("pid", std::to_string(*pid));
     if (auto gpu = int_after(t, "GPU ")) e.set_attr("cuda_dev", std::to_string(*gpu));
     return Match::known;
@@ -107,8 +155,12 @@ Match recognise_ras_text(LineParser& p, sv body) {
     }
     return any ? Match::known : Match::damaged;
   }
-  if (contains(t, "ranks have launched up to operation") || contains(t, "rank has launched up to operation") ||
-      starts_with(t, "Missing communicator data") || starts_with(t, "Communicator ranks have") ||
+  if (auto ops = int_after(t, "launched up to operation ")) {
+    p.ras_ops = *ops;
+    p.ras_block_ops.push_back(*ops);
+    return Match::known;
+  }
+  if (starts_with(t, "Missing communicator data") || starts_with(t, "Communicator ranks have") ||
       starts_with(t, "Encountered ") || contains(t, "considered dead"))
     return Match::known;
   return Match::none;

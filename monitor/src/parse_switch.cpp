@@ -143,6 +143,29 @@ Match sairedis(LineParser& p, sv body) {
   return Match::known;
 }
 
+// "'key': 'value'" inside the Python dict xcvrd prints.
+std::string fvp_value(const std::string& low, sv key) {
+  std::string k = "'" + std::string(key) + "': '";
+  size_t at = low.find(k);
+  if (at == std::string::npos) return "";
+  size_t start = at + k.size(), end = low.find('\'', start);
+  return end == std::string::npos ? "" : low.substr(start, end - start);
+}
+
+// SONiC xcvrd's "handle_port_update_event() : op=SET DB:STATE_DB Table:PORT_TABLE fvp {...}": a
+// port's whole record, most of it healthy (its 'fec' or 'no fault' fields say nothing wrong).
+// Only the state fields count: admin_status down (CONFIG_DB) or netdev_oper_status down.
+Match xcvrd_update(LineParser& p, sv port, const std::string& low, sv body) {
+  const std::string admin = fvp_value(low, "admin_status");
+  const std::string oper = fvp_value(low, "netdev_oper_status");
+  if (admin == "down" && contains(low, "db:config_db")) {
+    port_event(p, Severity::warning, "port_admin_down", port, body);
+  } else if (oper == "down" && admin != "down") {
+    port_event(p, Severity::error, "port_down", port, body);
+  }
+  return Match::known;
+}
+
 }  // namespace
 
 Match recognise_switch(LineParser& p, sv body) {
@@ -152,6 +175,7 @@ Match recognise_switch(LineParser& p, sv body) {
   if (port.empty() && !sw) return Match::none;
   std::string low = to_lower(body);
   if (!port.empty()) {
+    if (contains(low, "handle_port_update_event") || contains(low, " fvp {")) return xcvrd_update(p, port, low, body);
     // Transceiver alarms and BER come first: their text often also says "down"/"high".
     if (is_optic_text(low) && (contains(low, "alarm") || contains(low, "warning") || contains(low, "low") ||
                                contains(low, "high") || contains(low, "fault") || contains(low, "loss of signal") ||

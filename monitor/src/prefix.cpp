@@ -221,6 +221,41 @@ bool take_rank_tag(sv& s, Prefix& p) {
   return true;
 }
 
+// Open MPI's --tag-output "[jobid,rank]<stdout>:" (also <stderr>, <stddiag>); advances s.
+bool take_mpirun_tag(sv& s, Prefix& p) {
+  if (s.size() < 12 || s[0] != '[' || !is_digit(s[1])) return false;
+  sv t = s.substr(1);
+  if (!take_uint(t) || !take(t, ',')) return false;
+  auto rank = take_uint(t);
+  if (!rank || !take(t, "]<")) return false;
+  sv stream = take_until(t, ">");
+  if (stream.empty() || stream.size() > 8 || !take(t, ">:")) return false;
+  p.rank = int(*rank);
+  s = t;
+  return true;
+}
+
+// Open MPI's --timestamp-output before its tag: "2019-06-02T16:13:44.884Z: " (UTC, newer
+// releases) or "Fri Aug 11 12:31:45 2023" glued to the tag (local time, older ones).
+bool take_mpirun_stamp(sv& s, Prefix& p) {
+  sv t = s;
+  bool zoned = false;
+  if (auto v = take_iso(t, zoned)) {
+    if (!take(t, ": ") || !starts_with(t, "[")) return false;
+    if (!take_mpirun_tag(t, p)) return false;
+    p.time_us = *v;
+    p.local = !zoned;
+  } else if (auto c = take_ctime(t)) {
+    if (!take_mpirun_tag(t, p)) return false;
+    p.time_us = *c;
+    p.local = true;
+  } else {
+    return false;
+  }
+  s = t;
+  return true;
+}
+
 }  // namespace
 
 Prefix strip_prefix(sv line, int year_hint) {
@@ -248,6 +283,7 @@ Prefix strip_prefix(sv line, int year_hint) {
       }
     }
     if (take_rank_tag(s, p)) continue;
+    if (take_mpirun_tag(s, p)) continue;
     if (s.size() > 3 && s[0] == '[' && is_digit(s[1])) {  // "[80746] " collector sequence
       sv t = s.substr(1);
       auto n = take_uint(t);
@@ -259,7 +295,12 @@ Prefix strip_prefix(sv line, int year_hint) {
     break;
   }
   bool zoned = false;
-  if (auto v = take_iso(s, zoned)) {  // journal / RFC 5424 / rsyslog high-precision / CRI
+  // Cheap shape checks first: the ISO form is also every journal line's, and must stay one parse.
+  const bool mpirun_iso = s.size() > 32 && is_digit(s[0]) && find(s.substr(19, 14), ": [") != sv::npos;
+  const bool mpirun_ctime = s.size() > 30 && is_alpha(s[0]) && s[24] == '[';
+  if ((mpirun_iso || mpirun_ctime) && take_mpirun_stamp(s, p)) {
+    take_rank_tag(s, p);
+  } else if (auto v = take_iso(s, zoned)) {  // journal / RFC 5424 / rsyslog high-precision / CRI
     p.time_us = *v;
     p.local = !zoned;
     if (starts_with(s, " ")) s = ltrim(s);

@@ -144,6 +144,29 @@ void training_output(World& w, int64_t from, int64_t to, double iter_s) {
   }
 }
 
+void job_end(World& w, int64_t t_end) {
+  const int n = int(w.ranks.size());
+  for (const Rank& r : w.ranks) {
+    const Host& h = w.hosts[size_t(r.host)];
+    w.nccl_line(r, t_end + w.pick(0, 3'000'000), "INFO",
+                "comm " + r.comm_ptr + " rank " + std::to_string(r.rank) + " nranks " + std::to_string(n) + " cudaDev " +
+                    std::to_string(r.local) + " busId " + bus_id(h.gpu_bdf[size_t(r.local)]) + " - Destroy COMPLETE");
+    if (r.local == 0) w.python_line(r, t_end + 4'000'000, "Training finished: saving final checkpoint done; exiting");
+  }
+}
+
+void checkpoint_iteration(World& w, int64_t t, double iter_s) {
+  for (const Rank& r : w.ranks) {
+    if (r.local != 0) continue;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "Saving checkpoint to /checkpoints/step_%lld ... done in %.1fs",
+                  static_cast<long long>(w.pick(1000, 9000)), iter_s * w.uniform(20, 60));
+    w.python_line(r, t, buf);
+  }
+  // Everybody waits for rank 0 in the collective after the checkpoint: one slow record.
+  inspector(w, t, 1, w.uniform(8, 40), 0, w.uniform(20, 60));
+}
+
 void completion_error(World& w, const Rank& r, int64_t t, const std::string& peer_ip, int status) {
   const Host& h = w.hosts[size_t(r.host)];
   const Nic& nic = w.nic_of(r);

@@ -13,6 +13,10 @@ std::vector<int> network_peers(const World& w, const Rank& r);
 
 void job_start(World& w, int64_t t0);
 void training_output(World& w, int64_t from, int64_t to, double iter_s);
+// A clean end: every rank destroys its communicator ("Destroy COMPLETE") and the trainer says so.
+void job_end(World& w, int64_t t_end);
+// One iteration that writes a checkpoint: rank 0 is late to the next collective, once.
+void checkpoint_iteration(World& w, int64_t t, double iter_s);
 // IB completion error (status 12 retry exceeded, 5 flush) in the wording of the NCCL release.
 void completion_error(World& w, const Rank& r, int64_t t, const std::string& peer_ip, int status);
 // NCCL's view of the port going down/up (async events).

@@ -123,6 +123,60 @@ void noise(World& w, int64_t t0, int64_t t_fault, int victim_host) {
   }
 }
 
+// A healthy run's red herrings: conditions that cleared by themselves or predate the job, which
+// a finished job must not be blamed on.
+void healthy_traps(World& w, int64_t t0, int64_t t_end, double iter_s) {
+  const Host& h0 = w.hosts[0];
+  // NCCL RAS saw one rank a collective behind; the next report is all OK.
+  if (w.chance(0.5) && w.ranks.size() > 1) {
+    const Rank& r = w.ranks[size_t(w.pick(0, int64_t(w.ranks.size()) - 1))];
+    const Host& rh = w.hosts[size_t(r.host)];
+    char hash[24];
+    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(w.comm_hash));
+    const int64_t op = w.pick(3000, 40000);
+    const std::string n = std::to_string(w.ranks.size());
+    const int64_t t = t0 + (t_end - t0) / 3;
+    std::vector<std::string> lines = {
+        "  Group     Comms     Nodes     Ranks     Ranks     Ranks    Status  Errors",
+        "      0         1         " + std::to_string(w.hosts.size()) + "         8        " + n + "        " + n +
+            "   RUNNING  MISMATCH",
+        "  #0-0 (" + std::string(hash) + ") MISMATCH",
+        "    Communicator ranks have different collective operation counts",
+        "    " + std::to_string(w.ranks.size() - 1) + " ranks have launched up to operation " + std::to_string(op),
+        "    1 rank has launched up to operation " + std::to_string(op - 1),
+        "    Rank " + std::to_string(r.rank) + " -- GPU " + std::to_string(r.local) + " managed by process " +
+            std::to_string(r.pid) + " on node " + rh.oob_ip,
+        "  Group     Comms     Nodes     Ranks     Ranks     Ranks    Status  Errors",
+        "      0         1         " + std::to_string(w.hosts.size()) + "         8        " + n + "        " + n +
+            "   RUNNING        OK"};
+    for (size_t i = 0; i < lines.size(); ++i)
+      w.raw_line(h0.name + "/ncclras.txt", t + int64_t(i < 7 ? i : 60'000'000 + i), lines[i], h0.skew_us);
+  }
+  // A checkpoint iteration: long, and rank 0 late once.
+  if (w.chance(0.5)) checkpoint_iteration(w, t0 + (t_end - t0) / 2, iter_s);
+  // An Xid from before the job on one of its GPUs (cleared by the reset that preceded it).
+  if (w.chance(0.5)) {
+    int host = int(w.pick(0, int64_t(w.hosts.size()) - 1));
+    while (host > 0 && !w.hosts[size_t(host)].job) --host;
+    const Host& h = w.hosts[size_t(host)];
+    const std::string pci = h.gpu_bdf[size_t(w.pick(0, int64_t(h.gpu_bdf.size()) - 1))].substr(0, 10);
+    w.kernel_line(host, t0 - w.pick(2, 8) * 3600'000'000LL,
+                  "NVRM: Xid (PCI:" + pci + "): 48, pid=" + std::to_string(w.pick(1000, 90000)) +
+                      ", name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 0.");
+  }
+  // A port flapping on a host outside the job.
+  for (size_t hi = 0; hi < w.hosts.size(); ++hi) {
+    if (w.hosts[hi].job || !w.chance(0.5)) continue;
+    const int nic = int(w.pick(0, int64_t(w.hosts[hi].nics.size()) - 1));
+    const int64_t t = t0 + w.pick(0, std::max<int64_t>(t_end - t0, 1));
+    for (int k = 0; k < 3; ++k) {
+      link_transition(w, int(hi), nic, t + k * 20'000'000, false);
+      link_transition(w, int(hi), nic, t + k * 20'000'000 + 4'000'000, true);
+    }
+    break;
+  }
+}
+
 std::string fabric_file(World& w, const FabricGraph& fabric, std::string& name) {
   switch (w.pick(0, 3)) {
     case 0: name = "ibnetdiscover.txt"; return fabric_to_ibnetdiscover(fabric);
@@ -170,6 +224,8 @@ GroundTruth simulate(const FabricGraph& fabric, const SimulateOptions& o, const 
       victim_host = -1;
       truth.description = "healthy run";
       if (w.chance(0.3)) inspector(w, t_fault - 120'000'000, 40, w.uniform(8, 40), -1, 0);
+      if (o.noise) healthy_traps(w, t0, t_fault, iter_s);
+      job_end(w, t_fault + w.pick(1'000'000, 30'000'000));
       break;
     case FaultKind::nic_down: {
       if (w.chance(0.5))
