@@ -4,7 +4,8 @@
 set -eu
 packages="build-essential cmake ninja-build pkg-config libhwloc-dev hwloc-nox libfmt-dev catch2
 nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libssl-dev libibverbs-dev libbenchmark-dev
-python3 curl ca-certificates openssl iproute2 procps"
+python3 curl ca-certificates openssl iproute2 procps
+libsystemd-dev systemd-journal-remote rsyslog prometheus"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
