@@ -168,6 +168,10 @@ SourceFiles read_syslog_tree(const SyslogSourceOptions& o, const SourceContext& 
   std::vector<std::string> bmcs;
   for (const std::string& h : out.hosts)
     if (!managed_host(h, out.hosts, context.fabric).empty()) bmcs.push_back(h);
+  for (const std::string& h : bmcs) {
+    const std::string base = managed_host(h, out.hosts, context.fabric);
+    if (std::find(out.hosts.begin(), out.hosts.end(), base) == out.hosts.end()) out.hosts.push_back(base);
+  }
   std::erase_if(out.hosts, [&](const std::string& h) { return std::count(bmcs.begin(), bmcs.end(), h) > 0; });
   std::vector<ParseOptions> options(files.size());
   for (size_t k = 0; k < files.size(); ++k) {

@@ -56,7 +56,8 @@ TEST_CASE("Syslog tree: per-host folders and dated files, switches from the fabr
   dir.write("tree/leaf01-2025-11-29.log",
             "2025-11-29T22:40:59.900000+00:00 leaf01 swss#portsyncd: :- linkDown: Port Ethernet0 oper state set from up to down\n");
   dir.write("tree/node02-bmc/messages.log",
-            "2025-11-29T22:30:00+00:00 node02-bmc ipmi: SEL | 0x0041 | Power Supply PS1 | Failure detected | Asserted\n");
+            "2025-11-29T22:30:00+00:00 node02-bmc ipmisel:    5 | 11/29/2025 | 22:30:00 | Power Supply #0x51 | "
+            "Failure detected | Asserted\n");
   dir.write("tree/syslog", "2025-11-29T22:41:01+00:00 node02 kernel: mlx5_core 0000:17:00.0: Port module event: "
                            "module 0, Cable unplugged\n");
   BundleOptions o;
@@ -77,7 +78,7 @@ TEST_CASE("Syslog tree: per-host folders and dated files, switches from the fabr
   }
   CHECK(switch_line);
   CHECK(bmc_on_host);
-  CHECK(has_event(b, "link_down", "node01"));
+  CHECK(has_event(b, "nic_link_down", "node01"));
 
   SECTION("a window drops what is outside it") {
     SyslogSourceOptions w = s;
@@ -87,7 +88,7 @@ TEST_CASE("Syslog tree: per-host folders and dated files, switches from the fabr
     ow.sources.push_back(syslog_source(w));
     Bundle bw = load_bundle("", ow);
     CHECK(std::none_of(bw.events.begin(), bw.events.end(), [](const Event& e) { return e.layer == Layer::bmc; }));
-    CHECK(has_event(bw, "link_down", "node01"));
+    CHECK(has_event(bw, "nic_link_down", "node01"));
   }
   SECTION("the budget of lines bounds what is read") {
     SyslogSourceOptions w = s;
@@ -154,7 +155,7 @@ TEST_CASE("Journal files: sd-journal reads journal-remote's output by _HOSTNAME,
   Bundle b = load_bundle("", o);
   CHECK(std::count(b.hosts.begin(), b.hosts.end(), "node01") == 1);
   CHECK(std::count(b.hosts.begin(), b.hosts.end(), "node02") == 1);
-  const auto down = std::find_if(b.events.begin(), b.events.end(), [](const Event& e) { return e.kind == "link_down"; });
+  const auto down = std::find_if(b.events.begin(), b.events.end(), [](const Event& e) { return e.kind == "nic_link_down"; });
   REQUIRE(down != b.events.end());
   CHECK(down->time_us == t0);  // the entry's time: the message carries none
   CHECK(down->time_confidence_s <= 1);
@@ -166,8 +167,8 @@ TEST_CASE("Journal files: sd-journal reads journal-remote's output by _HOSTNAME,
     BundleOptions ow;
     ow.sources.push_back(journal_source(w));
     Bundle bw = load_bundle("", ow);
-    CHECK(!has_event(bw, "link_up", "node01"));
-    CHECK(has_event(bw, "link_down", "node01"));
+    CHECK(!has_event(bw, "nic_link_up", "node01"));
+    CHECK(has_event(bw, "nic_link_down", "node01"));
     JournalSourceOptions few = j;
     few.max_entries = 2;
     BundleOptions of;
@@ -192,7 +193,7 @@ TEST_CASE("Journal files: sd-journal reads journal-remote's output by _HOSTNAME,
     BundleOptions oc;
     oc.sources.push_back(journal_source(c));
     Bundle bc = load_bundle("", oc);
-    CHECK(has_event(bc, "link_down", "node01"));  // before the damage
+    CHECK(has_event(bc, "nic_link_down", "node01"));  // before the damage
     uint64_t damaged = 0, lines = 0;
     for (const auto& f : bc.files) damaged += f.damaged, lines += f.lines;
     CHECK(lines < 402);
@@ -292,7 +293,7 @@ TEST_CASE("Metric changes: a switch's port counters are about the switch port") 
   CHECK(events[0].component.kind == ComponentKind::switch_port);
   CHECK(events[0].component.switch_name == "leaf01");
   CHECK(events[0].component.port == "Ethernet4");
-  CHECK_THAT(events[0].message, Catch::StartsWith("receive errors on leaf01 Ethernet4 rose from 0 to 2e3/min"));
+  CHECK_THAT(events[0].message, Catch::StartsWith("receive errors on leaf01 Ethernet4 rose from 0 to 2000/min"));
 }
 
 TEST_CASE("Prometheus failures: unreachable, 401, 5xx, malformed JSON, no answer -> one line naming the URL") {
