@@ -19,7 +19,7 @@ MetricReport add_metrics(Bundle& b, MetricSourceOptions options, const std::func
       report.lines.push_back(fetch.error + "; source skipped");
     } else {
       for (auto& n : fetch.notes) report.lines.push_back(n);
-      const std::string source = "prometheus:" + options.prometheus.url;
+      const std::string source = "prometheus:" + redacted_url(options.prometheus.url);
       std::vector<Event> events = metric_changes(fetch.series, options.window, b, source);
       report.series += fetch.series.size();
       report.changes += events.size();

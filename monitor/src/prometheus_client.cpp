@@ -157,9 +157,17 @@ std::string read_matrix(const std::string& body, std::vector<MetricSeries>& out)
 
 }  // namespace
 
+std::string redacted_url(const std::string& url) {
+  const size_t scheme = url.find("://");
+  const size_t from = scheme == std::string::npos ? 0 : scheme + 3;
+  const size_t at = url.find('@', from), slash = url.find('/', from);
+  if (at == std::string::npos || (slash != std::string::npos && at > slash)) return url;
+  return url.substr(0, from) + "***" + url.substr(at);
+}
+
 MetricFetch fetch_prometheus(const PrometheusOptions& options, const MetricWindow& window) {
   MetricFetch fetch;
-  const std::string where = "prometheus " + options.url;
+  const std::string where = "prometheus " + redacted_url(options.url);
   if (!options.url.starts_with("http://") && !options.url.starts_with("https://")) {
     fetch.error = where + ": not an http(s) URL";
     return fetch;

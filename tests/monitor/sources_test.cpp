@@ -339,6 +339,10 @@ TEST_CASE("Prometheus failures: unreachable, 401, 5xx, malformed JSON, no answer
       return n.find("dcgm-exporter") != std::string::npos && n.find("missing") != std::string::npos;
     }));
   }
+  o.url = "http://user:secret@127.0.0.1:" + std::to_string(free_port());
+  CHECK(fetch_prometheus(o, w).error.find("secret") == std::string::npos);
+  CHECK(redacted_url("https://u:p@prom:9090/x") == "https://***@prom:9090/x");
+  CHECK(redacted_url("http://prom:9090/a@b") == "http://prom:9090/a@b");
   o.url = "ftp://127.0.0.1/";
   CHECK_THAT(fetch_prometheus(o, w).error, Catch::Contains("not an http(s) URL"));
 }

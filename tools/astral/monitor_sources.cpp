@@ -109,7 +109,7 @@ std::vector<MonitorSourceNote> add_source_metrics(Bundle& b, const MonitorSource
     std::fprintf(stderr, "astral monitor: %s\n", line.c_str());
   }
   if (!f.prometheus.empty() && !report.prometheus_skipped)
-    notes.push_back({"prometheus", "ok", f.prometheus});
+    notes.push_back({"prometheus", "ok", redacted_url(f.prometheus)});
   if (report.series)
     std::fprintf(stderr, "astral monitor: %zu metric series compared, %zu changes\n", report.series, report.changes);
   return notes;

@@ -52,7 +52,7 @@ void build_journal(const std::string& bundle, const std::string& job, const std:
   for (const Event& e : b.events)
     if (e.has_time() && e.line) time_of_line.emplace(std::make_pair(e.file, e.line), e.time_us);
   std::map<std::string, int> group_of_host;
-  std::vector<std::vector<std::tuple<int64_t, std::string, std::string>>> lines(size_t(groups));
+  std::vector<std::vector<std::tuple<int64_t, std::string, std::string>>> lines(static_cast<size_t>(groups));
   fs::create_directories(job);
   fs::create_directories(journal);
   for (uint32_t k = 0; k < b.files.size(); ++k) {
@@ -63,7 +63,7 @@ void build_journal(const std::string& bundle, const std::string& job, const std:
       fs::create_hard_link(bundle + "/" + f.path, job + "/" + f.path);
       continue;
     }
-    auto [it, fresh] = group_of_host.emplace(f.host, int(group_of_host.size()) % groups);
+    auto it = group_of_host.emplace(f.host, int(group_of_host.size()) % groups).first;
     auto& into = lines[size_t(it->second)];
     std::ifstream in(bundle + "/" + f.path);
     int64_t t = kUnknownTime;

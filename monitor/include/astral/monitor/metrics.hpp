@@ -58,6 +58,9 @@ struct MetricFetch {
   size_t queries = 0;
 };
 
+// The URL with any user:password@ replaced by ***@, for messages.
+std::string redacted_url(const std::string& url);
+
 // Range queries over the window for every rule; stops at the first failing request.
 MetricFetch fetch_prometheus(const PrometheusOptions&, const MetricWindow&);
 
