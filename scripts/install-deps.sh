@@ -3,10 +3,9 @@
 # Runs apt through sudo when not root. Safe to run again.
 set -eu
 packages="build-essential cmake ninja-build pkg-config libhwloc-dev hwloc-nox libfmt-dev catch2
-dpkg-dev
-nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libssl-dev libibverbs-dev ibverbs-utils libbenchmark-dev
-python3 curl ca-certificates openssl iproute2 procps
-clang libclang-rt-14-dev"
+dpkg-dev nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libssl-dev libibverbs-dev
+ibverbs-utils libbenchmark-dev python3 curl ca-certificates openssl iproute2 procps clang
+libclang-rt-14-dev libsystemd-dev systemd-journal-remote rsyslog prometheus"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

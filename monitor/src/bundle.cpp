@@ -321,11 +321,12 @@ int64_t decide_zone_and_year(std::vector<ParseResult>& results, bool tz_known, b
 
 Bundle load_bundle(const std::string& path, const BundleOptions& options) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw std::runtime_error(path + ": no such bundle (a folder per host, or one log file)");
+  const bool folder = !path.empty() || options.sources.empty();
+  if (folder && !fs::exists(path, ec)) throw std::runtime_error(path + ": no such bundle (a folder per host, or one log file)");
   Bundle b;
   b.root = path;
-  std::vector<FileJob> jobs = list_files(path, b.hosts, b.switches);
-  if (jobs.empty()) throw std::runtime_error(path + ": bundle has no files");
+  std::vector<FileJob> jobs = folder ? list_files(path, b.hosts, b.switches) : std::vector<FileJob>{};
+  if (folder && jobs.empty()) throw std::runtime_error(path + ": bundle has no files");
   if (!options.fabric_path.empty()) {
     b.fabric = load_fabric(options.fabric_path);
     b.fabric_sources.push_back(options.fabric_path);
@@ -393,6 +394,19 @@ Bundle load_bundle(const std::string& path, const BundleOptions& options) {
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
   for (auto& t : pool) t.join();
+  for (const LogSource& source : options.sources) {
+    SourceContext context{b.fabric, uint32_t(results.size()), {}, options.progress};
+    context.time.year = options.year;
+    context.time.tz_known = tz.has_value();
+    context.time.tz_offset_s = tz.value_or(0);
+    SourceFiles more = source(context);
+    for (auto* names : {&more.hosts, &more.switches}) {
+      auto& into = names == &more.hosts ? b.hosts : b.switches;
+      for (auto& n : *names)
+        if (std::find(into.begin(), into.end(), n) == into.end()) into.push_back(n);
+    }
+    for (auto& r : more.files) results.push_back(std::move(r));
+  }
   const int64_t zone_applied_s = decide_zone_and_year(results, tz.has_value(), options.year != 0);
   // Merge.
   size_t total = 0;
@@ -401,7 +415,7 @@ Bundle load_bundle(const std::string& path, const BundleOptions& options) {
   std::unordered_map<std::string, std::vector<int64_t>> boots;
   for (size_t k = 0; k < results.size(); ++k) {
     ParseResult& r = results[k];
-    r.stats.kind = r.stats.kind == FileKind::text_log ? kinds[to_parse[k]] : r.stats.kind;
+    if (k < to_parse.size() && r.stats.kind == FileKind::text_log) r.stats.kind = kinds[to_parse[k]];
     b.files.push_back(std::move(r.stats));
     for (auto& e : r.events) b.events.push_back(std::move(e));
     for (auto& s : r.samples) b.samples.push_back(std::move(s));

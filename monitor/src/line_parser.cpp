@@ -177,6 +177,12 @@ void LineParser::feed(sv raw) {
   process(raw, triggers);
 }
 
+void LineParser::feed_at(sv raw, int64_t time_us) {
+  given_time_ = time_us;
+  feed(raw);
+  given_time_ = kUnknownTime;
+}
+
 void LineParser::process(sv line, uint32_t triggers) {
   event_line_ = line_no_;
   triggers_ = triggers;
@@ -195,6 +201,8 @@ void LineParser::process(sv line, uint32_t triggers) {
       uptime_pairs_.emplace_back(prefix_.time_us, prefix_.uptime_us);
       uptime_pairs_local_ = prefix_.local;
     }
+  } else if (given_time_ != kUnknownTime) {
+    set_line_time(given_time_, false, false, 1);
   } else if (prefix_.relative_us >= 0 && last_time_ != kUnknownTime) {
     set_line_time(last_time_ + prefix_.relative_us, last_local_, last_yearless_, 1);
   } else if (prefix_.uptime_us >= 0) {

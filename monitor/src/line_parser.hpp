@@ -38,6 +38,9 @@ class LineParser {
  public:
   LineParser(const ParseOptions& options, ParseResult& out);
   void feed(std::string_view raw_line);  // one line, without its newline
+  // A line whose source dates it apart from its text (a journal entry's receive time): the
+  // line's own time, when it has one, still wins.
+  void feed_at(std::string_view raw_line, int64_t time_us);
   void finish();
 
   // --- used by the recognisers -------------------------------------------------------------
@@ -120,6 +123,7 @@ class LineParser {
   int join_count_ = 0;
   // Exact duplicates (log shippers that send a line twice).
   std::string previous_;
+  int64_t given_time_ = kUnknownTime;  // feed_at
 };
 
 // Recognisers (one file each).

@@ -16,6 +16,7 @@
 #include "astral/monitor/simulate.hpp"
 #include "astral/monitor/timeline.hpp"
 #include "command.hpp"
+#include "monitor_sources.hpp"
 
 namespace astral::cli {
 namespace {
@@ -28,16 +29,19 @@ struct LoadFlags {
   int year = 0;
   std::string tz;
   unsigned jobs = 0;
+  MonitorSourceFlags sources;  // journal files, syslog tree, Prometheus
 };
 
 void add_load_flags(CLI::App* cmd, LoadFlags& f) {
-  cmd->add_option("bundle", f.bundle, "Bundle folder (a folder per host, switches/) or one log file")->required();
+  cmd->add_option("bundle", f.bundle, "Bundle folder (a folder per host, switches/) or one log file "
+                                      "(optional with --journal or --syslog-dir)");
   cmd->add_option("--fabric", f.fabric, "Fabric: fabric JSON, ibnetdiscover output or cabling CSV "
                                         "(default: a fabric file found in the bundle)");
   cmd->add_option("--year", f.year, "Year of year-less timestamps (default: from file times)");
   cmd->add_option("--tz", f.tz, "Zone of the hosts' local timestamps: +08:00, UTC, Europe/Berlin "
                                 "(default: inferred from file times)");
   cmd->add_option("--jobs", f.jobs, "Parser threads (default: one per core)");
+  add_source_flags(cmd, f.sources);
 }
 
 Bundle load(const LoadFlags& f) {
@@ -51,7 +55,11 @@ Bundle load(const LoadFlags& f) {
     o.tz_offset_s = *tz;
   }
   o.progress = [](std::string_view line) { std::fprintf(stderr, "astral monitor: %.*s\n", int(line.size()), line.data()); };
-  if (!std::filesystem::exists(f.bundle)) throw UsageError(f.bundle + ": no such bundle (a folder per host, or a log file)");
+  if (f.bundle.empty() && !has_log_sources(f.sources))
+    throw UsageError("give a bundle folder, --journal DIR or --syslog-dir DIR");
+  apply_source_flags(o, f.sources);
+  if (!f.bundle.empty() && !std::filesystem::exists(f.bundle))
+    throw UsageError(f.bundle + ": no such bundle (a folder per host, or a log file)");
   if (!f.fabric.empty() && !std::filesystem::exists(f.fabric))
     throw UsageError(f.fabric + ": no such fabric file (fabric JSON, ibnetdiscover output or cabling CSV)");
   return load_bundle(f.bundle, o);
@@ -80,13 +88,16 @@ void register_monitor(CLI::App& root, Outcome& outcome) {
   d->callback([=, &outcome] {
     auto t0 = std::chrono::steady_clock::now();
     Bundle b = load(*diag);
+    const std::vector<MonitorSourceNote> notes = add_source_metrics(b, diag->sources);
     DiagnoseOptions o;
     o.min_confidence = *diag_min;
     Diagnosis result = diagnose(b, o);
     if (!diag_timeline->empty()) write_timeline(b, &result, *diag_timeline);
-    if (*diag_json)
-      std::cout << to_json(result, b, *diag_files).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    else
+    if (*diag_json) {
+      nlohmann::json j = to_json(result, b, *diag_files);
+      for (const MonitorSourceNote& n : notes) j["sources"].push_back({{"source", n.source}, {"status", n.status}, {"detail", n.detail}});
+      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    } else
       std::cout << to_text(result, b);
     std::fprintf(stderr, "astral monitor: diagnosed %zu files, %zu events in %.2f s\n", b.files.size(), b.events.size(),
                  seconds_since(t0));
@@ -103,6 +114,7 @@ void register_monitor(CLI::App& root, Outcome& outcome) {
   t->add_flag("--no-diagnosis", *tl_raw, "Skip diagnosis and clock alignment (raw times)");
   t->callback([=, &outcome] {
     Bundle b = load(*tl);
+    add_source_metrics(b, tl->sources);
     std::unique_ptr<Diagnosis> result;
     if (!*tl_raw) result = std::make_unique<Diagnosis>(diagnose(b));
     write_timeline(b, result.get(), *tl_out);
@@ -165,6 +177,7 @@ void register_monitor(CLI::App& root, Outcome& outcome) {
   e->add_option("--kind", *ev_kind, "Only events of this kind");
   e->callback([=, &outcome] {
     Bundle b = load(*ev);
+    add_source_metrics(b, ev->sources);
     for (const Event& x : b.events) {
       if (!ev_kind->empty() && x.kind != *ev_kind) continue;
       std::cout << to_json(x, b.file_name(x.file)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

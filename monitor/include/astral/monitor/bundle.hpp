@@ -18,12 +18,28 @@
 
 namespace astral::monitor {
 
+// What a source beyond the bundle folder (journal files, a syslog tree: sources.hpp) is given,
+// and what it hands back: parsed files in the folder's form, so that they are dated, joined and
+// diagnosed exactly as the folder's files are.
+struct SourceContext {
+  const FabricGraph& fabric;  // switches of the fabric have switch logs
+  uint32_t first_file = 0;    // file index of the source's first file
+  TimeContext time;           // --year / --tz
+  std::function<void(std::string_view)> progress;
+};
+struct SourceFiles {
+  std::vector<ParseResult> files;
+  std::vector<std::string> hosts, switches;
+};
+using LogSource = std::function<SourceFiles(const SourceContext&)>;
+
 struct BundleOptions {
   int year = 0;                           // --year: for year-less timestamps
   std::optional<int64_t> tz_offset_s;     // --tz: the hosts' zone (seconds east of UTC)
   std::string fabric_path;                // --fabric; a fabric file in the bundle is used otherwise
   unsigned jobs = 0;                      // parser threads; 0: one per core
   std::function<void(std::string_view)> progress;  // progress lines (stderr in the CLI)
+  std::vector<LogSource> sources;  // read after the folder; the folder may then be "" (none)
 };
 
 struct Bundle {
