@@ -110,16 +110,17 @@ namespace {
 
 // The SSE body: replay after Last-Event-ID when the log still has it, then live chunks, with a
 // keep-alive comment whenever nothing was due for a while.
-HttpStream event_stream(MockupEvents& ev, std::uint64_t cursor) {
-  struct Open {
-    MockupEvents& ev;
-    explicit Open(MockupEvents& e) : ev(e) {
-      std::lock_guard<std::mutex> lock(ev.mu);
-      ++ev.open_streams;
+HttpStream event_stream(std::shared_ptr<MockupEvents> events, std::uint64_t cursor) {
+  MockupEvents& ev = *events;
+  struct Open {  // counts the stream while it is open
+    std::shared_ptr<MockupEvents> ev;
+    explicit Open(std::shared_ptr<MockupEvents> e) : ev(std::move(e)) {
+      std::lock_guard<std::mutex> lock(ev->mu);
+      ++ev->open_streams;
     }
     ~Open() {
-      std::lock_guard<std::mutex> lock(ev.mu);
-      --ev.open_streams;
+      std::lock_guard<std::mutex> lock(ev->mu);
+      --ev->open_streams;
     }
   };
   std::uint64_t generation;
@@ -127,8 +128,10 @@ HttpStream event_stream(MockupEvents& ev, std::uint64_t cursor) {
     std::lock_guard<std::mutex> lock(ev.mu);
     generation = ev.generation;
   }
-  auto open = std::make_shared<Open>(ev);
-  return [&ev, cursor, generation, open](std::string& out) mutable {
+  auto open = std::make_shared<Open>(events);
+  // The stream keeps the event state alive even if the service goes first.
+  return [events, cursor, generation, open](std::string& out) mutable {
+    MockupEvents& ev = *events;
     std::unique_lock<std::mutex> lock(ev.mu);
     bool due = ev.cv.wait_for(lock, ev.options.keep_alive, [&] {
       return ev.closing || ev.generation != generation || ev.sequence > cursor;
@@ -174,7 +177,7 @@ HttpResponse MockupService::events(const std::string& path, const HttpRequest& r
         if (!last.empty() && chunk.rfind("id: " + last + "\n", 0) == 0) after = true;
       }
     }
-    return HttpResponse{200, "text/event-stream", {}, std::move(replay), event_stream(ev, cursor)};
+    return HttpResponse{200, "text/event-stream", {}, std::move(replay), event_stream(events_, cursor)};
   }
   if (path == kSubscriptionsUri && request.method == "POST") {
     if (ev.options.refuse_subscriptions)

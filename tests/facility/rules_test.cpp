@@ -30,6 +30,8 @@ std::set<std::string> emitted_families() {
   Snapshot s;
   for (const char* m : {"public-cooling-unit", "public-liquid-cooled-server", "public-power-shelf", "public-pdu", "public-rackmount1"})
     s.merge(read_redfish_mockup(astral::facility::test::mockup_dir(m), m));
+  // The project's liquid-cooled rack: a CDU that reports its cooling capacity (headroom).
+  s.merge(read_redfish_mockup(astral::test::fixture("astral/facility/rack42/cdu"), "rack42-cdu"));
   DeriveConfig cfg;
   cfg.racks.push_back(RackConfig{"rack-41", 8000.0, {parse_selector("public-power-shelf:PowerEquipment/PowerShelves/1")}, {}, {},
                                  {parse_selector("public-cooling-unit:*SecondaryCoolantConnectors/*")}});
