@@ -79,7 +79,7 @@ FacilityConfig parse_config(const std::string& text, const std::string& base_dir
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw std::runtime_error(fmt::format("{}: not a JSON object", name));
   p.known_keys(j, "top level", {"interval_s", "poll", "redfish", "hwmon", "rapl", "ipmi", "nvml", "racks", "pue",
-                                "chains", "tolerance", "budget_warning_ratio"});
+                                "chains", "tolerance", "budget_warning_ratio", "site"});
   FacilityConfig c;
   c.interval = seconds(p.number(j, "interval_s", "interval_s", 15));
   if (c.interval.count() < 100) p.fail("interval_s", "must be at least 0.1");
@@ -213,6 +213,11 @@ FacilityConfig parse_config(const std::string& text, const std::string& base_dir
     c.derive.ac_chain = p.chain(v, "ac");
     c.derive.hvdc_chain = p.chain(v, "hvdc");
   }
+  if (j.contains("site")) {
+    if (j["site"].is_string()) use_site_layout(c, load_site_layout(p.path(j["site"].get<std::string>())));
+    else if (j["site"].is_object()) use_site_layout(c, parse_site_layout(json{{"site", j["site"]}}.dump(), name + ": site"));
+    else p.fail("site", "expected a site layout object or the path of a site layout file");
+  }
   c.derive.tolerance = p.number(j, "tolerance", "tolerance", 0.05);
   c.derive.budget_warning_ratio = p.number(j, "budget_warning_ratio", "budget_warning_ratio", 0.95);
   return c;
@@ -225,6 +230,16 @@ FacilityConfig load_config(const std::string& path) {
   ss << in.rdbuf();
   std::string base = fs::path(path).parent_path().string();
   return parse_config(ss.str(), base.empty() ? "." : base, path);
+}
+
+void use_site_layout(FacilityConfig& c, SiteLayout site) {
+  std::set<std::string> sources;
+  for (const auto& e : c.redfish) sources.insert(e.name);
+  for (const auto& comp : site.components)
+    if (!comp.source.empty() && !c.redfish.empty() && !sources.count(comp.source))
+      c.warnings.push_back(fmt::format("site component '{}': source '{}' is not one of the configured Redfish sources",
+                                       comp.id, comp.source));
+  c.site = std::move(site);
 }
 
 Snapshot poll_sources(const FacilityConfig& c, RaplMeter* rapl) {

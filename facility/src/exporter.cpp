@@ -15,6 +15,11 @@ Exporter::Exporter(FacilityConfig config, ExporterOptions options)
 Exporter::~Exporter() { stop(); }
 
 void Exporter::start() {
+  if (options_.event_streams && !config_.redfish.empty()) {
+    subscriber_ = std::make_unique<EventSubscriber>(config_.redfish, options_.stream_options,
+                                                    [this](std::vector<Alarm> alarms) { ingest(std::move(alarms)); });
+    subscriber_->start();
+  }
   poller_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(poll_mu_);
     while (!stopping_) {
@@ -38,6 +43,7 @@ void Exporter::stop() {
   }
   wake_.notify_all();
   if (poller_.joinable()) poller_.join();
+  if (subscriber_) subscriber_->stop();
 }
 
 void Exporter::poll_once() {
@@ -45,13 +51,19 @@ void Exporter::poll_once() {
   auto state = std::make_shared<State>();
   state->snapshot = poll_sources(config_, &rapl_);
   state->derived = derive(state->snapshot, config_.derive);
-  // Readings change once per poll; rendering them here keeps a scrape to a copy.
-  state->readings = render_prometheus_readings(state->snapshot, &state->derived, false);
   std::optional<double> pue;
   bool have_pue_meters = !config_.derive.pue_it.empty();
   if (have_pue_meters && previous_) pue = pue_between(*previous_, state->snapshot, config_.derive).pue;
   if (have_pue_meters) previous_ = state->snapshot;
-  record_events(tracker_.update(state->snapshot.alarms));
+  std::vector<Alarm> changes;
+  {
+    std::lock_guard<std::mutex> lock(tracker_mu_);
+    changes = tracker_.update(state->snapshot.alarms);
+    for (auto& a : tracker_.held()) state->snapshot.add_alarm(std::move(a));  // pushed, not yet polled
+  }
+  // Readings change once per poll; rendering them here keeps a scrape to a copy.
+  state->readings = render_prometheus_readings(state->snapshot, &state->derived, false);
+  record_events(changes);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(mu_);
   ++counters_.polls;
@@ -67,10 +79,29 @@ void Exporter::poll_once() {
   state_ = std::move(state);
 }
 
+void Exporter::ingest(std::vector<Alarm> alarms) {
+  std::vector<Alarm> fresh;
+  {
+    std::lock_guard<std::mutex> lock(tracker_mu_);
+    for (auto& a : alarms)
+      if (tracker_.raise(a)) fresh.push_back(std::move(a));
+  }
+  if (fresh.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto state = std::make_shared<State>(*state_);
+    for (const auto& a : fresh) state->snapshot.add_alarm(a);
+    state->readings = render_prometheus_readings(state->snapshot, &state->derived, false);
+    counters_.pushed_alarms += fresh.size();
+    state_ = std::move(state);
+  }
+  record_events(fresh);
+}
+
 void Exporter::record_events(const std::vector<Alarm>& alarms) {
   if (alarms.empty() || options_.events_path.empty()) return;
   std::ofstream out(options_.events_path, std::ios::app);
-  if (out) write_events(out, alarms);
+  if (out) write_events(out, alarms, &config_.site);
   if (!out) {
     std::lock_guard<std::mutex> lock(mu_);
     last_error_ = fmt::format("cannot append to {}: alarms are still served at /metrics", options_.events_path);
@@ -85,8 +116,8 @@ std::string Exporter::scrape() {
     std::lock_guard<std::mutex> lock(mu_);
     state = state_;
     ++counters_.scrapes;
-    counters = counters_;
   }
+  counters = this->counters();
   std::string text = state->readings + render_prometheus_counters(counters);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(mu_);
@@ -113,8 +144,15 @@ HttpResponse Exporter::handle(const HttpRequest& request) {
 }
 
 ExporterCounters Exporter::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return counters_;
+  ExporterCounters c;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    c = counters_;
+  }
+  if (subscriber_)
+    for (const auto& st : subscriber_->status())
+      c.event_streams.push_back({st.source, st.mode, st.connected, st.connects, st.failures, st.events, st.duplicates, st.rejected});
+  return c;
 }
 
 std::string Exporter::last_error() const {

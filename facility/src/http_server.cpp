@@ -125,7 +125,9 @@ class Stream {
 // The status line and headers; the body is written after them (it can be megabytes).
 std::string render_head(const HttpResponse& r, bool keep_alive) {
   std::string out = fmt::format("HTTP/1.1 {} {}\r\n", r.status, reason(r.status));
-  if (r.status != 204) {
+  if (r.stream) {
+    out += fmt::format("Content-Type: {}\r\nCache-Control: no-cache\r\n", r.content_type);
+  } else if (r.status != 204) {
     out += fmt::format("Content-Type: {}\r\nContent-Length: {}\r\n", r.content_type, r.body.size());
   }
   out += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
@@ -161,6 +163,21 @@ struct HttpServer::Impl {
   // Reads one request; 0 when the peer went away quietly, else an HTTP status for errors, or 200.
   int read_request(Stream& s, HttpRequest& req);
   void reap(bool all);
+  // Writes what `body` produces until it ends, the peer hangs up or the server stops.
+  void stream_body(Stream& s, const HttpStream& body, int fd) {
+    std::string chunk;
+    while (!stopping) {
+      chunk.clear();
+      bool more = body(chunk);
+      if (!chunk.empty() && !s.write_all(chunk)) return;
+      if (!more) return;
+      pollfd p{fd, POLLIN, 0};  // a readable socket here means the peer closed (or sent junk)
+      if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLIN))) {
+        char tmp;
+        if (::recv(fd, &tmp, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) return;
+      }
+    }
+  }
 };
 
 HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler) : impl_(std::make_unique<Impl>()) {
@@ -408,7 +425,9 @@ void HttpServer::Impl::serve(Connection& c, std::string peer, std::uint16_t loca
         }
       }
       bool with_body = req.method != "HEAD" && resp.status != 204;
+      if (resp.stream) keep_alive = false;  // the stream ends with the connection
       if (!stream.write_all(render_head(resp, keep_alive)) || (with_body && !stream.write_all(resp.body))) break;
+      if (resp.stream && with_body) stream_body(stream, resp.stream, c.fd);
       if (!keep_alive) break;
     }
   }

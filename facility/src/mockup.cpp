@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "mockup_events.hpp"
+
 namespace astral::facility {
 
 namespace fs = std::filesystem;
@@ -48,7 +50,7 @@ HttpResponse redfish_error(int status, const std::string& message) {
 }
 
 MockupService::MockupService(MockupOptions options)
-    : options_(std::move(options)), started_(std::chrono::steady_clock::now()) {
+    : options_(std::move(options)), started_(std::chrono::steady_clock::now()), events_(make_mockup_events(options_)) {
   fs::path root(options_.dir);
   std::error_code ec;
   if (!fs::is_regular_file(root / "index.json", ec))
@@ -66,7 +68,7 @@ MockupService::MockupService(MockupOptions options)
 }
 
 MockupService::MockupService(std::map<std::string, std::string> resources, MockupOptions options)
-    : options_(std::move(options)), started_(std::chrono::steady_clock::now()) {
+    : options_(std::move(options)), started_(std::chrono::steady_clock::now()), events_(make_mockup_events(options_)) {
   for (auto& [uri, text] : resources) resources_.emplace(normalise_path(uri), std::move(text));
 }
 
@@ -103,6 +105,7 @@ HttpResponse MockupService::handle(const HttpRequest& request) {
     return r;
   }
   if (request.method == "DELETE" && path.rfind(std::string(kSessions) + "/", 0) == 0) return logout(path, request);
+  if (options_.events && path.rfind("/redfish/v1/EventService", 0) == 0) return events(path, request);
   if (request.method != "GET" && request.method != "HEAD") return redfish_error(405, "this mockup is read-only");
   return get(path, request.query);
 }

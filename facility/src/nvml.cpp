@@ -46,6 +46,21 @@ struct Nvml {
 
 }  // namespace
 
+std::vector<ClockEventAlarm> clock_event_alarms(std::uint64_t r) {
+  std::vector<ClockEventAlarm> out;
+  if (r & kNvmlHwThermalSlowdown)
+    out.push_back({Severity::error, "gpu_thermal_throttling", "hardware thermal slowdown"});
+  else if (r & kNvmlSwThermalSlowdown)
+    out.push_back({Severity::warning, "gpu_thermal_throttling", "the driver keeps the GPU within its temperature"});
+  if (r & kNvmlHwPowerBrakeSlowdown)
+    out.push_back({Severity::error, "power_brake", "hardware power brake asserted (external power-brake signal)"});
+  else if (r & kNvmlSwPowerCap)
+    out.push_back({Severity::warning, "power_capping", "clocks capped by the power limit"});
+  if ((r & kNvmlHwSlowdown) && !(r & (kNvmlHwThermalSlowdown | kNvmlHwPowerBrakeSlowdown)))
+    out.push_back({Severity::error, "gpu_hw_slowdown", "hardware slowdown without a thermal or power-brake bit"});
+  return out;
+}
+
 Snapshot read_nvml(const NvmlOptions& options) {
   Snapshot out;
   SourceStatus status;
@@ -132,18 +147,11 @@ Snapshot read_nvml(const NvmlOptions& options) {
       auto alarm = [&](Severity sev, const char* type, std::string msg) {
         out.add_alarm(Alarm{now, options.host, EntityKind::gpu, id, sev, type, std::move(msg), fmt::format("nvml:{}", i), "nvml"});
       };
-      if (reasons & (kNvmlHwThermalSlowdown | kNvmlHwSlowdown))
-        alarm(Severity::error, "gpu_thermal_throttling",
-              fmt::format("{} clocks held down by hardware slowdown{} (reasons 0x{:x})", label,
-                          (reasons & kNvmlHwThermalSlowdown) ? " (thermal)" : "", reasons));
-      else if (reasons & kNvmlSwThermalSlowdown)
-        alarm(Severity::warning, "gpu_thermal_throttling",
-              fmt::format("{} clocks reduced by the driver to stay within temperature (reasons 0x{:x})", label, reasons));
-      if (reasons & kNvmlHwPowerBrakeSlowdown)
-        alarm(Severity::error, "power_brake", fmt::format("{} power brake asserted (reasons 0x{:x})", label, reasons));
-      else if (reasons & kNvmlSwPowerCap)
-        alarm(Severity::warning, "power_capping",
-              fmt::format("{} clocks capped by its power limit of {} W (reasons 0x{:x})", label, limit_mw / 1000.0, reasons));
+      for (const auto& c : clock_event_alarms(reasons)) {
+        std::string msg = fmt::format("{} clocks held down: {} (reasons 0x{:x})", label, c.cause, reasons);
+        if (c.type == "power_capping") msg += fmt::format(", power limit {} W", limit_mw / 1000.0);
+        alarm(c.severity, c.type.c_str(), std::move(msg));
+      }
     }
   }
   nv.shutdown();

@@ -118,10 +118,23 @@ std::string render_prometheus_readings(const Snapshot& snap, const Derived* deri
   std::string p = kPrefix;
   for (const auto& s : snap.samples) {
     const char* help = help_for(s.quantity);
+    std::string l = labels({{"host", s.host}, {"source", s.source}, {"kind", to_string(s.kind)}, {"entity", s.entity}, {"name", s.name}});
     w.add(metric_name(s), s.counter ? "counter" : "gauge",
           help ? help : fmt::format("Facility reading: {} ({}).", s.quantity, s.unit == Unit::none ? "no unit" : unit_suffix(s.unit)),
-          labels({{"host", s.host}, {"source", s.source}, {"kind", to_string(s.kind)}, {"entity", s.entity}, {"name", s.name}}),
-          s.value);
+          l, s.value);
+    // The limits a reading came with, as series of their own so that rules can compare the two
+    // ("<quantity>_upper_critical_<unit>" with the same labels as the reading).
+    if (s.counter || s.limits.empty()) continue;
+    const std::pair<const char*, const std::optional<double>*> limits[] = {
+        {"upper_caution", &s.limits.upper_caution}, {"upper_critical", &s.limits.upper_critical},
+        {"upper_fatal", &s.limits.upper_fatal},     {"lower_caution", &s.limits.lower_caution},
+        {"lower_critical", &s.limits.lower_critical}};
+    for (const auto& [level, value] : limits) {
+      if (!*value) continue;
+      Sample limit = s;
+      limit.quantity = s.quantity + "_" + level;
+      w.add(metric_name(limit), "gauge", fmt::format("The {} limit the source reports for {}.", level, s.quantity), l, **value);
+    }
   }
   for (const auto& a : snap.alarms)
     w.add(p + "alarm", "gauge", "An active alarm (1); the event stream has the details.",
@@ -202,6 +215,19 @@ std::string render_prometheus_counters(const ExporterCounters& counters) {
     w.add(p + "source_requests_total", "counter", "HTTP requests made to the source.", labels({{"source", s}}), static_cast<double>(n));
   for (const auto& [s, n] : counters.source_failures)
     w.add(p + "source_failures_total", "counter", "Polls in which the source failed.", labels({{"source", s}}), static_cast<double>(n));
+  w.add(p + "pushed_alarms_total", "counter", "New alarms that arrived from Redfish event streams or pushes.", "",
+        static_cast<double>(counters.pushed_alarms));
+  for (const auto& st : counters.event_streams) {
+    std::string l = labels({{"source", st.source}, {"mode", st.mode}});
+    w.add(p + "event_stream_up", "gauge", "1 while the Redfish event stream of the source is open.", l, st.connected ? 1 : 0);
+    w.add(p + "event_stream_connects_total", "counter", "Event stream connection attempts.", l, static_cast<double>(st.connects));
+    w.add(p + "event_stream_failures_total", "counter", "Event streams that broke or were refused.", l, static_cast<double>(st.failures));
+    w.add(p + "event_stream_events_total", "counter", "Events received on the stream.", l, static_cast<double>(st.events));
+    w.add(p + "event_stream_duplicates_total", "counter", "Events dropped as duplicates (same event id).", l,
+          static_cast<double>(st.duplicates));
+    w.add(p + "event_stream_rejected_total", "counter", "Event records rejected (no id, bad timestamp, not JSON).", l,
+          static_cast<double>(st.rejected));
+  }
   if (counters.pue_last_interval)
     w.add(p + "pue_ratio", "gauge", "PUE from configured energy meters over the last poll interval.", "", *counters.pue_last_interval);
   return w.str();

@@ -67,6 +67,14 @@ const ReadingTypeInfo* reading_type_from_units(std::string_view units) {
   return nullptr;
 }
 
+Severity severity_from(std::string_view s) {
+  if (s == "Critical") return Severity::critical;
+  if (s == "Warning") return Severity::warning;
+  return Severity::info;
+}
+
+}  // namespace
+
 // Environmental/Power registry message names (version-independent, §1.6) -> alarm type.
 std::string alarm_type_for_message(std::string_view name, EntityKind kind) {
   bool coolant = kind == EntityKind::cdu || kind == EntityKind::coolant_connector ||
@@ -92,14 +100,6 @@ std::string alarm_type_for_message(std::string_view name, EntityKind kind) {
   if (contains(name, "Threshold")) return "reading_above_threshold";
   return "condition";
 }
-
-Severity severity_from(std::string_view s) {
-  if (s == "Critical") return Severity::critical;
-  if (s == "Warning") return Severity::warning;
-  return Severity::info;
-}
-
-}  // namespace
 
 std::string entity_id(std::string_view id) {
   constexpr std::string_view kRoot = "/redfish/v1";

@@ -27,6 +27,9 @@ std::string name_of(const json& j);
 const json& child(const json& j, std::string_view key);
 // Entity kind implied by a resource path (for alarms whose origin is another resource).
 EntityKind kind_from_path(std::string_view path, EntityKind fallback);
+// Environmental/Power registry message name ("PumpFailed", no prefix or version) -> alarm type;
+// "" for a message that clears ("LeakDetectedNormal"), "condition" when unknown.
+std::string alarm_type_for_message(std::string_view name, EntityKind kind);
 
 // What an emitted reading belongs to.
 struct Target {

@@ -59,7 +59,8 @@ std::vector<std::string> exposition_problems(const std::string& text) {
       });
       bool ok_unitless = kUnitless.count(base) || base.find("polls") != std::string::npos || base.find("scrapes") != std::string::npos ||
                          base.find("quirks") != std::string::npos || base.find("requests") != std::string::npos ||
-                         base.find("failures") != std::string::npos || base.find("_pue") != std::string::npos;
+                         base.find("failures") != std::string::npos || base.find("_pue") != std::string::npos ||
+                         base.find("event_stream") != std::string::npos || base.find("pushed_alarms") != std::string::npos;
       if (!has_unit && !ok_unitless) problems.push_back("no base unit in name: " + name);
       for (const char* bad : {"_percent", "_kw", "_kwh", "_micro", "_milli", "_kilopascals"})
         if (name.find(bad) != std::string::npos) problems.push_back("non-base unit in name: " + name);

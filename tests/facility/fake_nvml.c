@@ -2,6 +2,7 @@
  * dlopen path is tested on machines without a GPU. FAKE_NVML_MODE selects the behaviour:
  *   unset/"ok"   two GPUs; GPU 1 is thermally throttled and power capped
  *   "no_driver"  nvmlInit_v2 fails with NVML_ERROR_DRIVER_NOT_LOADED (9)
+ * FAKE_NVML_REASONS (hex) overrides GPU 1's clock-event reasons.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,8 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned* c) {
 nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned* mw) { (void)d; *mw = 700000; return 0; }
 /* Only the old name, as on drivers before 535: the reader must fall back to it. */
 nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned long long* r) {
+  const char* over = getenv("FAKE_NVML_REASONS");
   *r = index_of(d) == 0 ? 0x1ULL /* idle */ : (0x40ULL | 0x4ULL); /* HwThermalSlowdown | SwPowerCap */
+  if (over && index_of(d) == 1) *r = strtoull(over, NULL, 16);
   return 0;
 }

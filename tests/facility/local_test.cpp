@@ -260,6 +260,32 @@ TEST_CASE("NVML through dlopen: power, energy, temperature, limit, throttling be
   CHECK(thermal->kind == EntityKind::gpu);
 }
 
+TEST_CASE("NVML clock events: each alarm by its specific bit; a power brake is not thermal throttling") {
+  auto types = [](std::uint64_t reasons) {
+    std::vector<std::string> out;
+    for (const auto& a : clock_event_alarms(reasons)) out.push_back(a.type);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  CHECK(types(0x88) == V{"power_brake"});                        // HwSlowdown | HwPowerBrake
+  CHECK(types(0x48) == V{"gpu_thermal_throttling"});             // HwSlowdown | HwThermal
+  CHECK(types(0xC8) == V{"gpu_thermal_throttling", "power_brake"});
+  CHECK(types(0x8) == V{"gpu_hw_slowdown"});                     // cause not given
+  CHECK(types(0x20) == V{"gpu_thermal_throttling"});
+  CHECK(clock_event_alarms(0x20).at(0).severity == Severity::warning);
+  CHECK(types(0x84) == V{"power_brake"});                        // the brake explains the cap
+  CHECK(types(0x1).empty());                                      // idle
+  // Through the reader: GPU 1 under a power brake only.
+  setenv("FAKE_NVML_MODE", "ok", 1);
+  setenv("FAKE_NVML_REASONS", "88", 1);
+  Snapshot s = read_nvml(NvmlOptions{FAKE_NVML_PATH, "gpu-node"});
+  unsetenv("FAKE_NVML_REASONS");
+  const std::string gpu1 = "GPU-55555555-6666-7777-8888-999999999999";
+  CHECK(has_alarm(s, "power_brake", gpu1));
+  CHECK_FALSE(has_alarm(s, "gpu_thermal_throttling", gpu1));
+  CHECK_FALSE(has_alarm(s, "gpu_hw_slowdown", gpu1));
+}
+
 TEST_CASE("NVML absent or without a driver: skipped with a reason, nothing else") {
   Snapshot none = read_nvml(NvmlOptions{"libnvidia-ml-does-not-exist.so.1", "n"});
   REQUIRE(none.sources.size() == 1);

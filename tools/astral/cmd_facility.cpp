@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "astral/facility/config.hpp"
@@ -21,6 +22,7 @@
 #include "astral/facility/mockup.hpp"
 #include "astral/facility/prometheus.hpp"
 #include "astral/facility/serialize.hpp"
+#include "astral/facility/site.hpp"
 #include "command.hpp"
 #include "astral/facility/report.hpp"
 
@@ -32,7 +34,7 @@ using namespace astral::facility;
 // Flags shared by read and events: which sources, how to reach them.
 struct SourceFlags {
   std::vector<std::string> redfish, mockups, ipmi_files;
-  std::string config, auth = "auto", credentials_file, credentials_env = "ASTRAL_REDFISH", ca_file;
+  std::string config, site, auth = "auto", credentials_file, credentials_env = "ASTRAL_REDFISH", ca_file;
   std::string sysfs_root = "/", nvml_library = "libnvidia-ml.so.1", ipmi_host, ipmi_user, sensors = "auto";
   bool hwmon = false, rapl = false, ipmi = false, nvml = false, insecure = false;
   double timeout_s = 5, deadline_s = 60, rapl_interval_s = 1;
@@ -52,6 +54,7 @@ struct SourceFlags {
     app->add_option("--ipmi-file", ipmi_files, "parse recorded `ipmitool dcmi power reading` or `sdr` output")->type_name("FILE");
     app->add_flag("--nvml", nvml, "read GPUs through NVML (skipped where the driver is absent)");
     app->add_option("--config", config, "sources.json (docs/facility.md)")->type_name("FILE");
+    app->add_option("--site", site, "site layout: hosts in racks, racks to CDUs/loops and shelves/PDUs/feeds")->type_name("FILE");
     app->add_option("--auth", auth, "Redfish authentication: auto, session, basic or none")->capture_default_str();
     app->add_option("--credentials-file", credentials_file, "file with username:password (mode 600)")->type_name("FILE");
     app->add_option("--credentials-env", credentials_env, "read <PREFIX>_USERNAME and <PREFIX>_PASSWORD")->capture_default_str();
@@ -123,6 +126,7 @@ struct SourceFlags {
       if (c.derive.racks.empty()) c.derive.racks.push_back(RackConfig{"all", budget_w, {}, {}, {}, {}});
       else c.derive.racks.front().budget_w = budget_w;
     }
+    if (!site.empty()) use_site_layout(c, load_site_layout(site));
     if (insecure) c.warnings.push_back("TLS certificate verification is off (--insecure): anyone on the path can read and change what the BMC says");
     return c;
   }
@@ -153,14 +157,14 @@ int outcome_of(const Snapshot& s) {
   return failed || serious ? kChecksFailed : kOk;
 }
 
-void write_events_file(const std::string& path, const std::vector<Alarm>& alarms) {
+void write_events_file(const std::string& path, const std::vector<Alarm>& alarms, const SiteLayout& site) {
   if (path == "-") {
-    write_events(std::cout, alarms);
+    write_events(std::cout, alarms, &site);
     return;
   }
   std::ofstream out(path, std::ios::app);
   if (!out) throw UsageError(fmt::format("--events {}: cannot write; give a writable path ending in .events.jsonl", path));
-  write_events(out, alarms);
+  write_events(out, alarms, &site);
 }
 
 // Blocks until SIGINT or SIGTERM. Call block_stop_signals() before starting threads.
@@ -202,7 +206,7 @@ void register_facility(CLI::App& root, Outcome& outcome) {
     print_warnings(c);
     Derived d;
     Snapshot s = read_all(*rf, c, d);
-    if (!read_events->empty()) write_events_file(*read_events, s.alarms);
+    if (!read_events->empty()) write_events_file(*read_events, s.alarms, c.site);
     if (*read_prom) std::cout << render_prometheus(s, &d);
     else if (*read_json) std::cout << nlohmann::json{{"snapshot", to_json(s)}, {"derived", to_json(d)}}.dump(2) << "\n";
     else print_read(std::cout, s, d, *read_all_flag);
@@ -221,7 +225,7 @@ void register_facility(CLI::App& root, Outcome& outcome) {
     print_warnings(c);
     Derived d;
     Snapshot s = read_all(*ef, c, d);
-    write_events_file(*events_out, s.alarms);
+    write_events_file(*events_out, s.alarms, c.site);
     std::fprintf(stderr, "astral: %zu alarm event(s)\n", s.alarms.size());
     outcome.exit_code = outcome_of(s);
   });
@@ -229,12 +233,15 @@ void register_facility(CLI::App& root, Outcome& outcome) {
   // serve
   auto* serve = group->add_subcommand("serve", "poll the configured sources on a schedule and serve Prometheus /metrics");
   struct ServeFlags {
-    std::string listen = "127.0.0.1:9580", config, tls_cert, tls_key, auth_file, events;
-    bool allow_unauthenticated = false, once = false;
+    std::string listen = "127.0.0.1:9580", config, site, tls_cert, tls_key, auth_file, events;
+    bool allow_unauthenticated = false, once = false, no_event_streams = false;
   };
   auto sf = std::make_shared<ServeFlags>();
   serve->add_option("--listen", sf->listen, "address:port to listen on")->capture_default_str();
   serve->add_option("--config", sf->config, "sources.json (docs/facility.md)")->required()->type_name("FILE");
+  serve->add_option("--site", sf->site, "site layout (replaces the config's \"site\")")->type_name("FILE");
+  serve->add_flag("--no-event-streams", sf->no_event_streams,
+                  "do not hold Redfish EventService streams (SSE) open; alarms wait for the next poll");
   serve->add_option("--tls-cert", sf->tls_cert, "serve HTTPS with this certificate chain (PEM)")->type_name("FILE");
   serve->add_option("--tls-key", sf->tls_key, "private key for --tls-cert (PEM)")->type_name("FILE");
   serve->add_option("--auth-file", sf->auth_file, "require HTTP Basic auth with the username:password in FILE")->type_name("FILE");
@@ -243,10 +250,12 @@ void register_facility(CLI::App& root, Outcome& outcome) {
   serve->add_flag("--once", sf->once, "poll once, print the exposition to stdout and exit");
   serve->callback([&outcome, sf] {
     FacilityConfig c = load_config(sf->config);
+    if (!sf->site.empty()) use_site_layout(c, load_site_layout(sf->site));
     print_warnings(c);
     if (sf->tls_cert.empty() != sf->tls_key.empty()) throw UsageError("facility serve: --tls-cert and --tls-key go together");
     ExporterOptions eo;
     eo.events_path = sf->events;
+    eo.event_streams = !sf->no_event_streams && !sf->once;
     if (!sf->auth_file.empty()) {
       std::string warning;
       eo.scrape_credentials = credentials_from_file(sf->auth_file, &warning);
@@ -327,6 +336,40 @@ void register_facility(CLI::App& root, Outcome& outcome) {
     if (pf->json) std::cout << to_json(r).dump(2) << "\n";
     else print_pue(std::cout, r);
     outcome.exit_code = r.pue ? kOk : kChecksFailed;
+  });
+
+  // site
+  auto* site = group->add_subcommand("site", "check a site layout, or derive one from Redfish rack chassis");
+  struct SiteFlags {
+    std::string check, from_mockup, source;
+    std::vector<std::string> hosts;
+  };
+  auto sif = std::make_shared<SiteFlags>();
+  site->add_option("--check", sif->check, "validate this site layout and summarise it")->type_name("FILE");
+  site->add_option("--hosts", sif->hosts, "with --check: also fail when a host is in no rack")->type_name("HOST");
+  site->add_option("--from-mockup", sif->from_mockup, "print the layout derived from a Redfish mockup directory")->type_name("DIR");
+  site->add_option("--source", sif->source, "Redfish source name for derived ids (default: the directory name)");
+  site->callback([&outcome, sif] {
+    if (sif->check.empty() == sif->from_mockup.empty()) throw UsageError("facility site: give --check FILE or --from-mockup DIR");
+    if (!sif->from_mockup.empty()) {
+      std::string dir = sif->from_mockup;
+      while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+      std::string name = sif->source.empty() ? dir.substr(dir.find_last_of('/') + 1) : sif->source;
+      std::cout << site_layout_to_json(site_from_redfish_mockup(dir, name));
+      return;
+    }
+    SiteLayout s = load_site_layout(sif->check);
+    std::size_t hosts = 0;
+    for (const auto& r : s.racks) hosts += r.hosts.size();
+    std::printf("%s: %zu racks, %zu hosts, %zu components\n", sif->check.c_str(), s.racks.size(), hosts, s.components.size());
+    for (const auto& r : s.racks) {
+      auto up = s.upstream_of(r.id);
+      std::printf("  %s (%zu hosts) <- %s\n", r.id.c_str(), r.hosts.size(), up.empty() ? "(nothing)" : fmt::format("{}", fmt::join(up, ", ")).c_str());
+    }
+    auto unknown = unknown_hosts(s, sif->hosts);
+    if (!unknown.empty())
+      throw UsageError(fmt::format("{}: hosts in no rack: {}", sif->check, fmt::join(unknown, ", ")));
+    outcome.exit_code = kOk;
   });
 
   // mockup

@@ -11,6 +11,7 @@
 #include "astral/facility/derived.hpp"
 #include "astral/facility/local.hpp"
 #include "astral/facility/redfish.hpp"
+#include "astral/facility/site.hpp"
 
 namespace astral::facility {
 
@@ -24,6 +25,7 @@ struct FacilityConfig {
   std::vector<std::string> ipmi_files;  // recorded ipmitool output, read each poll
   std::optional<NvmlOptions> nvml;
   DeriveConfig derive;
+  SiteLayout site;  // "site": inline, or a path to a site layout file
   std::vector<std::string> warnings;  // e.g. a credentials file others can read
 };
 
@@ -34,6 +36,10 @@ FacilityConfig parse_config(const std::string& json_text, const std::string& bas
 
 // Polls every configured source once (Redfish with bounded concurrency, then the local readers).
 // `rapl` keeps RAPL counters between calls so power can be computed; pass the same one each time.
+// Replaces the config's site layout (`--site FILE`) and warns about components whose source is
+// none of the configured Redfish sources (the layout may describe more than one exporter polls).
+void use_site_layout(FacilityConfig& config, SiteLayout site);
+
 Snapshot poll_sources(const FacilityConfig& config, RaplMeter* rapl);
 
 }  // namespace astral::facility

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "astral/facility/config.hpp"
+#include "astral/facility/eventservice.hpp"
 #include "astral/facility/events.hpp"
 #include "astral/facility/http_server.hpp"
 #include "astral/facility/prometheus.hpp"
@@ -19,6 +20,8 @@ namespace astral::facility {
 struct ExporterOptions {
   std::optional<Credentials> scrape_credentials;  // require HTTP Basic auth on every path but /healthz
   std::string events_path;                        // append alarm changes as *.events.jsonl lines
+  bool event_streams = false;  // start(): hold each Redfish source's SSE stream open (where offered)
+  EventStreamOptions stream_options;
 };
 
 class Exporter {
@@ -31,6 +34,9 @@ class Exporter {
   void start();      // polls now, then every config interval, on a background thread
   void stop();       // idempotent
   void poll_once();  // one synchronous poll (what the background thread does)
+  // Alarms pushed by a Redfish EventService (SSE or a push subscription): served at /metrics and
+  // appended to the events file at once, without waiting for the next poll.
+  void ingest(std::vector<Alarm> alarms);
 
   std::string scrape();
   HttpResponse handle(const HttpRequest& request);
@@ -49,6 +55,7 @@ class Exporter {
   FacilityConfig config_;
   ExporterOptions options_;
   RaplMeter rapl_;
+  std::mutex tracker_mu_;  // the poller and the event streams both report alarms
   AlarmTracker tracker_;
   mutable std::mutex mu_;
   std::shared_ptr<const State> state_;
@@ -59,6 +66,7 @@ class Exporter {
   std::condition_variable wake_;
   bool stopping_ = false;
   std::thread poller_;
+  std::unique_ptr<EventSubscriber> subscriber_;
 };
 
 }  // namespace astral::facility

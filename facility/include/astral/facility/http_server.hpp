@@ -31,11 +31,25 @@ struct HttpRequest {
   }
 };
 
+// A body produced while the connection stays open (Server-Sent Events): called again and again;
+// it appends what is ready to `out` (waiting at most about a second for more) and returns false
+// to end the response. The server stops calling it when the peer goes or the server stops.
+using HttpStream = std::function<bool(std::string& out)>;
+
 struct HttpResponse {
+  HttpResponse(int status_ = 200, std::string content_type_ = "application/json",
+               std::vector<std::pair<std::string, std::string>> headers_ = {}, std::string body_ = {},
+               HttpStream stream_ = nullptr)
+      : status(status_),
+        content_type(std::move(content_type_)),
+        headers(std::move(headers_)),
+        body(std::move(body_)),
+        stream(std::move(stream_)) {}
   int status = 200;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  HttpStream stream;  // set: `body` is sent first, then the stream, then the connection closes
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;

@@ -104,4 +104,19 @@ inline constexpr std::uint64_t kNvmlSwPowerCap = 0x4, kNvmlHwSlowdown = 0x8,
                                kNvmlSwThermalSlowdown = 0x20, kNvmlHwThermalSlowdown = 0x40,
                                kNvmlHwPowerBrakeSlowdown = 0x80;
 
+// Which alarms a clock-event reason mask raises, each attributed by its specific bit. NVML sets
+// HwSlowdown (0x8) together with HwThermalSlowdown (0x40) and with HwPowerBrakeSlowdown (0x80), so
+// 0x8 alone says nothing about the cause: a power brake (0x88) is `power_brake`, never
+// `gpu_thermal_throttling`; 0x8 without either specific bit is `gpu_hw_slowdown` (cause unknown:
+// older drivers, or an external slowdown signal).
+//   0x40 -> gpu_thermal_throttling (error)   0x20 (without 0x40) -> gpu_thermal_throttling (warning)
+//   0x80 -> power_brake (error)              0x4  (without 0x80) -> power_capping (warning)
+//   0x8 without 0x40/0x80 -> gpu_hw_slowdown (error)
+struct ClockEventAlarm {
+  Severity severity = Severity::warning;
+  std::string type;
+  std::string cause;  // a phrase for the message: "hardware thermal slowdown"
+};
+std::vector<ClockEventAlarm> clock_event_alarms(std::uint64_t reasons);
+
 }  // namespace astral::facility

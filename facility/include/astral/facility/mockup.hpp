@@ -26,7 +26,14 @@ struct MockupOptions {
   bool allow_basic = true;
   bool allow_sessions = true;
   bool simulate_energy = false;  // EnergykWh readings grow at the resource's power reading
+  bool events = true;            // EventService with SSE, subscriptions and SubmitTestEvent
+  bool refuse_subscriptions = false;  // answer subscription POSTs with 400 (tests of refusals)
+  std::string push_ca_file{};    // CA that signed push destinations' certificates
+  std::chrono::milliseconds keep_alive{1000};  // SSE comment when no event is due
 };
+
+// The mockup's side of Redfish eventing (mockup_events.cpp).
+struct MockupEvents;
 
 class MockupService {
  public:
@@ -41,6 +48,20 @@ class MockupService {
   std::size_t requests() const { return requests_; }
   // Forgets every session, as a BMC restart does; clients must log in again.
   void expire_sessions();
+  ~MockupService();
+
+  // Eventing (DSP0266): EventService advertises ServerSentEventUri /redfish/v1/EventService/SSE;
+  // an event goes to every open stream (as "id: N" + "data: <Event>") and is POSTed to every
+  // subscription's Destination with its HttpHeaders. POST .../Actions/EventService.SubmitTestEvent
+  // publishes one too. `record` is one EventRecord; EventId and EventTimestamp are filled in when
+  // absent. Returns the event's Id.
+  std::string publish_event(nlohmann::json record);
+  // Bytes to every open stream as they are (tests: garbage, floods, events without ids).
+  void publish_raw(const std::string& text);
+  // Closes every open stream (a BMC restart); clients must reconnect.
+  void drop_streams();
+  std::size_t open_streams() const;
+  std::size_t subscriptions() const;
 
  private:
   bool authorised(const HttpRequest& request) const;
@@ -48,6 +69,7 @@ class MockupService {
   HttpResponse login(const HttpRequest& request);
   HttpResponse logout(const std::string& path, const HttpRequest& request);
   void advance_energy(nlohmann::json& resource) const;
+  HttpResponse events(const std::string& path, const HttpRequest& request);
 
   MockupOptions options_;
   std::map<std::string, std::string> resources_;  // "/redfish/v1/..." -> JSON text
@@ -57,6 +79,7 @@ class MockupService {
   std::size_t next_session_ = 1;
   std::atomic<std::size_t> requests_{0};
   std::chrono::steady_clock::time_point started_;
+  std::shared_ptr<MockupEvents> events_;  // shared: its deleter is bound where the type is complete
 };
 
 // A Redfish error body ({"error": {"code", "message"}}) with the given status.

@@ -24,6 +24,13 @@ struct ExporterCounters {
   std::map<std::string, std::uint64_t> source_requests;  // by source name
   std::map<std::string, std::uint64_t> source_failures;  // polls in which a source failed
   std::optional<double> pue_last_interval;  // PUE from energy over the last poll interval
+  std::uint64_t pushed_alarms = 0;          // new alarms that arrived from event streams
+  struct Stream {
+    std::string source, mode;
+    bool connected = false;
+    std::uint64_t connects = 0, failures = 0, events = 0, duplicates = 0, rejected = 0;
+  };
+  std::vector<Stream> event_streams;        // filled by the caller that runs the subscriber
 };
 
 // "astral_facility_<quantity>_<unit>[_total]".
