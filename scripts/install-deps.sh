@@ -3,10 +3,18 @@
 # Runs apt through sudo when not root. Safe to run again.
 set -eu
 packages="build-essential cmake ninja-build pkg-config libhwloc-dev hwloc-nox libfmt-dev catch2
-dpkg-dev nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libssl-dev libibverbs-dev
-ibverbs-utils libbenchmark-dev python3 curl ca-certificates openssl iproute2 procps clang
-libclang-rt-14-dev libsystemd-dev systemd-journal-remote rsyslog prometheus # promtool
-(Debian's package): the facility suite checks and unit-tests alert rules. packages="$packages"
+nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libssl-dev libibverbs-dev libbenchmark-dev
+python3 curl ca-certificates openssl iproute2 procps"
+# dpkg-dev: the package test (cpack's dpkg-shlibdeps, dpkg -x).
+packages="$packages dpkg-dev"
+# ibverbs-utils: Debian's ibv_devinfo and ibv_rc_pingpong run against the software HCA.
+packages="$packages ibverbs-utils"
+# clang and libFuzzer: the clang and fuzz presets.
+packages="$packages clang libclang-rt-14-dev"
+# journal files (sd-journal), and the real collectors the monitor's source tests run.
+packages="$packages libsystemd-dev systemd-journal-remote rsyslog"
+# prometheus and promtool: the monitor's metric source tests and the facility rule tests.
+packages="$packages prometheus"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
