@@ -4,7 +4,10 @@
 //   rail_peer recv SIZE COUNT   listen on every device, print "handle D <hex>" per device and
 //                               "ready", accept, receive COUNT messages per rail and verify them
 //   rail_peer send SIZE COUNT   read the handles from stdin, connect device D to handle D, print
-//                               "streaming" after the first completions, send COUNT per rail
+//                               "streaming" after the first completions (with a full window still
+//                               in flight on every rail), wait for "go" on stdin, then send the
+//                               rest: COUNT per rail. The pause lets the test cut a rail while its
+//                               requests are pending, however fast the machine.
 // Rails fail independently: a failed request ends its rail only. At the end one line per rail:
 // "rail D NAME ok N" or "rail D NAME failed after N result R stalled_ms T" (T: time since that
 // rail last completed a request), then "done". Exit 0 when every rail finished one way or the other.
@@ -151,6 +154,10 @@ int run(bool send, size_t size, int count) {
       std::printf("streaming\n");
       std::fflush(stdout);
       announced = true;
+      if (send) {
+        std::string go;
+        std::cin >> go;  // the test changes the fabric, then says "go"
+      }
     }
   }
   for (auto& r : rails) {
