@@ -5,6 +5,7 @@
 // the core (plugin/src/profiler). Nothing is thrown across NCCL; every call but init returns
 // ncclSuccess whatever happens, as NCCL expects.
 #include <cstring>
+#include <mutex>
 #include <type_traits>
 
 #include "abi/profiler_v1.h"
@@ -166,23 +167,34 @@ ncclResult_t record_state(void* handle, State state, Args* args) {
 ncclResult_t stop_event(void* handle) { return core::stop_event(handle); }
 ncclResult_t finalize(void* context) { return core::finalize(context); }
 
-ncclResult_t init_v5(void** context, uint64_t comm_id, int* mask, const char* name, int nnodes, int nranks,
-                     int rank, ncclDebugLogger_t logger) {
+// Which table NCCL bound, said once per process (tools/gpu-check reads it from NCCL_DEBUG=INFO).
+void announce_version(int version) {
+  static std::once_flag once;
+  std::call_once(once, [&] { ASTRAL_INFO("profiler: NCCL bound ncclProfiler_v{}", version); });
+}
+
+ncclResult_t init_with_logger(int version, void** context, uint64_t comm_id, int* mask, const char* name,
+                              int nnodes, int nranks, int rank, ncclDebugLogger_t logger) {
   if (logger && !astral::plugin::logger()) astral::plugin::set_logger(logger);
+  announce_version(version);
   core::CommDescr comm{comm_id, name, nnodes, nranks, rank};
   return core::init(context, mask, &comm);
+}
+ncclResult_t init_v5(void** context, uint64_t comm_id, int* mask, const char* name, int nnodes, int nranks,
+                     int rank, ncclDebugLogger_t logger) {
+  return init_with_logger(5, context, comm_id, mask, name, nnodes, nranks, rank, logger);
 }
 // v6: CE collectives are asked for with the kernel collectives (a v5 table never sees the bits:
 // NCCL's v5 adapter clears them).
 ncclResult_t init_v6(void** context, uint64_t comm_id, int* mask, const char* name, int nnodes, int nranks,
                      int rank, ncclDebugLogger_t logger) {
-  ncclResult_t result = init_v5(context, comm_id, mask, name, nnodes, nranks, rank, logger);
+  ncclResult_t result = init_with_logger(6, context, comm_id, mask, name, nnodes, nranks, rank, logger);
   if (mask && (*mask & ncclProfileColl)) *mask |= ncclProfileCeColl;
   return result;
 }
 ncclResult_t init_v4(void** context, int* mask, const char* name, uint64_t comm_hash, int nnodes, int nranks,
                      int rank, ncclDebugLogger_t logger) {
-  return init_v5(context, comm_hash, mask, name, nnodes, nranks, rank, logger);
+  return init_with_logger(4, context, comm_hash, mask, name, nnodes, nranks, rank, logger);
 }
 ncclResult_t init_v3(void** context, int* mask) { return core::init(context, mask, nullptr); }
 ncclResult_t init_v1_v2(void** context, int* mask) {

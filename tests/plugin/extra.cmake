@@ -10,8 +10,14 @@ target_link_libraries(plugin_peer PRIVATE astral::plugin)
 target_include_directories(plugin_peer PRIVATE ${CMAKE_CURRENT_LIST_DIR}/helpers)
 target_compile_definitions(plugin_peer PRIVATE ASTRAL_NET_PLUGIN_SO="$<TARGET_FILE:nccl-net-astral>")
 
+# rail_peer: one "host" of the multi-rail network-namespace tests (netns_test.cpp).
+add_executable(rail_peer ${CMAKE_CURRENT_LIST_DIR}/helpers/rail_peer.cpp)
+target_link_libraries(rail_peer PRIVATE astral::plugin)
+target_include_directories(rail_peer PRIVATE ${CMAKE_CURRENT_LIST_DIR}/helpers)
+target_compile_definitions(rail_peer PRIVATE ASTRAL_NET_PLUGIN_SO="$<TARGET_FILE:nccl-net-astral>")
+
 if(TARGET test_plugin)
-  add_dependencies(test_plugin nccl-net-astral plugin_probe plugin_peer)
+  add_dependencies(test_plugin nccl-net-astral plugin_probe plugin_peer rail_peer astral)
   # Unit tests of internals (configuration, device table, wire format) see plugin/src.
   target_include_directories(test_plugin PRIVATE ${PROJECT_SOURCE_DIR}/plugin/src
                                                  ${CMAKE_CURRENT_LIST_DIR}/helpers)
@@ -20,6 +26,8 @@ if(TARGET test_plugin)
     ASTRAL_NET_PLUGIN_SO="$<TARGET_FILE:nccl-net-astral>"
     ASTRAL_PLUGIN_PROBE="$<TARGET_FILE:plugin_probe>"
     ASTRAL_PLUGIN_PEER="$<TARGET_FILE:plugin_peer>"
+    ASTRAL_RAIL_PEER="$<TARGET_FILE:rail_peer>"
+    ASTRAL_CLI_BIN="$<TARGET_FILE:astral>"
     ASTRAL_SANITIZED=$<BOOL:${ASTRAL_SANITIZE}>)
 endif()
 

@@ -1,6 +1,7 @@
 // astral netbench: checks a network through the NCCL net plugin without GPUs (latency
 // percentiles and bandwidth per pattern), optionally side by side with plain sockets.
 #include <cstdio>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -74,6 +75,15 @@ void run_netbench(NetbenchArgs& args, Outcome& outcome) {
     throw UsageError("--baseline '" + args.baseline + "' is not supported (use: sockets)");
   }
   o.baseline_sockets = args.baseline == "sockets";
+  try {
+    // srun / mpirun / torchrun: rank, size and coordinator from their variables.
+    if (nb::apply_launcher([](const char* name) { return std::getenv(name); }, &o)) {
+      std::fprintf(stderr, "netbench: rank %d of %d from the launcher, coordinator %s\n", o.rank, o.ranks,
+                   o.coordinator.c_str());
+    }
+  } catch (const std::runtime_error& e) {
+    throw UsageError(e.what());
+  }
   if (o.rank >= 0 && o.coordinator.empty()) {
     throw UsageError("--rank needs --coordinator HOST:PORT (rank 0's address)");
   }

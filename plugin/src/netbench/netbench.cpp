@@ -306,12 +306,8 @@ std::vector<Measurement> run(const Options& o,
   if (o.ranks < 2) throw std::runtime_error("netbench: --ranks must be at least 2");
   if (o.rank >= 0) {
     // One rank of a multi-host run.
-    const char* token = std::getenv("ASTRAL_NETBENCH_TOKEN");
-    if (!token || !*token) {
-      throw std::runtime_error(
-          "netbench: set ASTRAL_NETBENCH_TOKEN to the same secret on every host (it "
-          "authenticates ranks to the coordinator)");
-    }
+    const std::string token =
+        !o.token.empty() ? o.token : launch_token([](const char* name) { return std::getenv(name); });
     std::string host;
     int port = 0;
     if (!split_host_port(o.coordinator, &host, &port)) {

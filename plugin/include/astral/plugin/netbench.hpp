@@ -30,6 +30,7 @@ struct Options {
   int rank = -1;
   std::string coordinator;
   double timeout_s = 300;   // a rank silent this long fails the run
+  std::string token;        // multi-host: the shared secret ("" = launch_token(environment))
   // Non-empty: every rank records its connections and transfers in a trace file here (the
   // plugin's ASTRAL_TRACE_DIR; merge them with `astral trace export DIR`).
   std::string trace_dir;
@@ -55,6 +56,26 @@ struct Measurement {
 // measurements.
 std::vector<Measurement> run(const Options& options,
                              const std::function<void(const std::string&)>& progress);
+
+// ---- launchers -----------------------------------------------------------------------------------
+using EnvFn = std::function<const char*(const char*)>;
+inline constexpr int kDefaultCoordinatorPort = 29571;  // when MASTER_PORT is unset
+
+// Fills rank, ranks and coordinator from a launcher's environment: Open MPI
+// (OMPI_COMM_WORLD_RANK/SIZE), PMI (PMI_RANK/SIZE), Slurm (SLURM_PROCID/NTASKS inside an srun
+// step, i.e. with SLURM_STEP_ID set: a batch script's own variables start no multi-host run) or torchrun
+// (RANK/WORLD_SIZE); the coordinator at MASTER_ADDR:MASTER_PORT or on the first host of
+// SLURM_STEP_NODELIST (else SLURM_NODELIST). Returns false when no launcher variable is set or
+// an explicit --rank was given (flags win). Throws one line naming the variables when they
+// disagree, rank >= size, or no coordinator can be found.
+bool apply_launcher(const EnvFn& env, Options* options);
+
+// The shared secret: ASTRAL_NETBENCH_TOKEN, else the first line of ASTRAL_NETBENCH_TOKEN_FILE (a
+// file its owner alone can read). Throws one line saying what to set.
+std::string launch_token(const EnvFn& env);
+
+// Slurm's host list syntax: "gpu[01-03,07],login1" -> gpu01 gpu02 gpu03 gpu07 login1.
+std::vector<std::string> expand_slurm_nodelist(const std::string& list);
 
 // Parses "8", "4K", "4KiB", "1M", "256MiB", "1G"; false on anything else.
 bool parse_size(const std::string& text, size_t* bytes);
