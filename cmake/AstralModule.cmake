@@ -47,30 +47,40 @@ function(astral_add_test_suite name)
                        WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 endfunction()
 
-# astral_add_fuzz_target(<name> SOURCES <files>... DEPS <targets>... [CORPUS <dirs>...])
+# astral_add_fuzz_target(<name> SOURCES <files>... DEPS <targets>... [CORPUS <dirs>...]
+#                        [ITERATIONS <mutations per seed in the replay test, default 2000>])
 #
 # A fuzz target defines `extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t)`.
 # Its corpus: the CORPUS folders (seeds: real inputs from the fixtures) plus, when it exists,
 # tests/fixtures/astral/fuzz-regressions/<name>/ (inputs that once failed, kept as regressions).
 # - Always builds fuzz_<name>_replay: a driver that feeds the corpus files and a bounded number of
-#   deterministic mutations of them, registered with CTest (so it runs under g++ and under ASan).
+#   deterministic mutations of them (regressions are replayed as they are), registered with CTest
+#   (so it runs under g++ and under ASan).
 # - With clang, also builds fuzz_<name> linked with libFuzzer for real coverage-guided runs:
 #   ./fuzz_<name> -max_total_time=60 <scratch-dir> <corpus-dirs>...
 #   Under the fuzz preset (ASTRAL_FUZZ) the libraries it links are instrumented too.
 # Every fuzz_<name> is part of the `fuzz_targets` target and listed in <build>/fuzz-targets.tsv
 # (name, binary, corpus folders separated by '|'), which .ci/fuzz and tools/fuzz-campaign read.
 function(astral_add_fuzz_target name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;CORPUS" ${ARGN})
+  cmake_parse_arguments(ARG "" "ITERATIONS" "SOURCES;DEPS;CORPUS" ${ARGN})
   set(regressions ${ASTRAL_FIXTURES_DIR}/astral/fuzz-regressions/${name})
+  set(replay_regressions "")
   if(IS_DIRECTORY ${regressions})
-    list(APPEND ARG_CORPUS ${regressions})
+    set(replay_regressions --no-mutate ${regressions})
   endif()
   add_executable(fuzz_${name}_replay ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/support/fuzz_replay_main.cpp)
   target_link_libraries(fuzz_${name}_replay PRIVATE ${ARG_DEPS})
   target_include_directories(fuzz_${name}_replay PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
   add_test(NAME "fuzz: ${name} (replay + mutations)"
-           COMMAND fuzz_${name}_replay ${ARG_CORPUS})
+           COMMAND fuzz_${name}_replay ${ARG_CORPUS} ${replay_regressions})
   set_tests_properties("fuzz: ${name} (replay + mutations)" PROPERTIES TIMEOUT 300)
+  if(ARG_ITERATIONS)  # mutations per seed in the replay test, for targets with slow inputs
+    set_tests_properties("fuzz: ${name} (replay + mutations)" PROPERTIES
+                         ENVIRONMENT ASTRAL_FUZZ_ITERATIONS=${ARG_ITERATIONS})
+  endif()
+  if(IS_DIRECTORY ${regressions})
+    list(APPEND ARG_CORPUS ${regressions})
+  endif()
   if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     add_executable(fuzz_${name} ${ARG_SOURCES})
     target_link_libraries(fuzz_${name} PRIVATE ${ARG_DEPS})

@@ -10,3 +10,7 @@ astral_add_fuzz_target(monitor_structured SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz
                        DEPS astral::monitor CORPUS ${_monitor_fixtures}/fuzz-structured)
 astral_add_fuzz_target(monitor_fabric SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_fabric.cpp
                        DEPS astral::monitor CORPUS ${_monitor_fixtures}/fuzz-fabric)
+# The fuzz regression tests check the dmesg stamp bound on strip_prefix (monitor/src/prefix.hpp).
+if(TARGET test_monitor)
+  target_include_directories(test_monitor PRIVATE ${PROJECT_SOURCE_DIR}/monitor/src)
+endif()

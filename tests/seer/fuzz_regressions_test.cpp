@@ -33,7 +33,7 @@ TEST_CASE("Fuzz regressions: Seer integer fields beyond any integer type are err
   CHECK(model_error(doc).find("model.layers: must be an integer >= 1") != std::string::npos);
 
   // The same field through every kind of out-of-range number, and a whole float that is fine.
-  json j = to_json(load_model("gpt3-175b"));
+  json j = load_json("models", "gpt3-175b");
   for (const json& bad : {json(1e30), json(-1e30), json(int64_t(1) << 40), json(UINT64_MAX)}) {
     j["layers"] = bad;
     INFO(bad.dump());

@@ -1,7 +1,8 @@
 // Replay driver for libFuzzer targets when libFuzzer is not linked (g++ builds, CI): feeds every
 // file of the corpus (arguments: files or folders), then deterministic mutations of each (bit
 // flips, truncations, byte insertions, splices), so a crash or hang in a parser fails CTest.
-// Iterations per seed: ASTRAL_FUZZ_ITERATIONS (default 2000).
+// Iterations per seed: ASTRAL_FUZZ_ITERATIONS (default 2000). Paths after "--no-mutate" (the
+// regression inputs) are replayed once each, without mutations.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -58,13 +59,29 @@ void mutate(std::vector<uint8_t>& buf, const std::vector<uint8_t>& other, std::m
 
 int main(int argc, char** argv) {
   std::vector<std::vector<uint8_t>> seeds;
+  size_t replayed = 0;
+  bool mutate_these = true;  // "--no-mutate": the paths after it are replayed once each (regressions)
   for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--no-mutate") {
+      mutate_these = false;
+      continue;
+    }
+    std::vector<std::filesystem::path> files;
     std::filesystem::path p(argv[i]);
     if (std::filesystem::is_directory(p)) {
       for (auto& e : std::filesystem::recursive_directory_iterator(p))
-        if (e.is_regular_file()) seeds.push_back(read_file(e.path()));
+        if (e.is_regular_file()) files.push_back(e.path());
     } else if (std::filesystem::is_regular_file(p)) {
-      seeds.push_back(read_file(p));
+      files.push_back(p);
+    }
+    for (const auto& f : files) {
+      if (mutate_these) {
+        seeds.push_back(read_file(f));
+      } else {
+        std::vector<uint8_t> input = read_file(f);
+        LLVMFuzzerTestOneInput(input.data(), input.size());
+        ++replayed;
+      }
     }
   }
   seeds.push_back({});  // the empty input always
@@ -83,6 +100,6 @@ int main(int argc, char** argv) {
       ++runs;
     }
   }
-  std::printf("fuzz replay: %zu seeds, %zu runs, no crash\n", seeds.size(), runs);
+  std::printf("fuzz replay: %zu regressions, %zu seeds, %zu runs, no crash\n", replayed, seeds.size(), runs);
   return 0;
 }
