@@ -168,8 +168,13 @@ void EventSubscriber::run(Stream& s) {
     } else {
       error = es.status ? fmt::format("GET EventService: HTTP {}", es.status) : "GET EventService: " + es.error;
     }
+    bool elsewhere = sse_uri.find("://") != std::string::npos && sse_uri.rfind(base + "/", 0) != 0;
+    if (elsewhere) {  // our credentials go with the stream request: never to another host
+      error = "ServerSentEventUri points to another host; not following it";
+      sse_uri.clear();
+    }
     if (!sse_uri.empty()) {
-      std::string url = sse_uri.rfind("http", 0) == 0 ? sse_uri : base + sse_uri;
+      std::string url = sse_uri.find("://") != std::string::npos ? sse_uri : base + sse_uri;
       CURL* curl = curl_easy_init();
       StreamTransfer t{SseParser(options_.max_message_bytes), &stopping_, {}, {}, options_.max_events_per_second};
       t.on_message = [&](const SseMessage& m) {
@@ -234,7 +239,10 @@ void EventSubscriber::run(Stream& s) {
       else if (rc == CURLE_OPERATION_TIMEDOUT) error = "the event stream went silent (no keep-alive); reconnecting";
       else if (rc != CURLE_OK) error = fmt::format("the event stream broke: {}", errbuf[0] ? errbuf : curl_easy_strerror(rc));
       else error = "the service closed the event stream";
-      if (t.in_window > 0 || t.parser.comments() > 0) backoff = options_.backoff;  // it worked for a while
+      // A stream that worked for a while and then closed starts the backoff again; one that
+      // floods or sends garbage keeps backing off.
+      bool misbehaved = !t.flood.empty() || t.parser.bad();
+      if (!misbehaved && (t.in_window > 0 || t.parser.comments() > 0)) backoff = options_.backoff;
     }
     set([&](EventStreamStatus& st) {
       st.connected = false;

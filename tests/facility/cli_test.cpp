@@ -169,3 +169,26 @@ TEST_CASE("facility mockup + read + pue: a simulated rack over real HTTP, PUE fr
   REQUIRE(at != std::string::npos);
   CHECK(std::stod(live.out.substr(at + 4)) == Approx(6438.0 / 816.5).epsilon(0.05));
 }
+
+TEST_CASE("facility site and --site: a bad layout is one line naming the element (exit 2); events carry site ids") {
+  TempDir dir;
+  std::string bad = dir.file("bad.json", R"({"components": [{"id": "a", "kind": "cdu", "fed_by": ["b"]},
+                                                           {"id": "b", "kind": "cooling_loop", "fed_by": ["a"]}]})");
+  auto r = run_process({ASTRAL_CLI, "facility", "site", "--check", bad}, 30);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err == "astral: error: " + bad + ": components (b): fed_by has a cycle: a -> b -> a\n");
+  std::string site = dir.file("site.json", R"({"racks": [{"id": "rack-4", "hosts": ["node4"], "cooled_by": ["cdu"]}],
+                                               "components": [{"id": "cdu", "kind": "cdu", "source": "public-cooling-unit"}]})");
+  auto ok = run_process({ASTRAL_CLI, "facility", "site", "--check", site, "--hosts", "node4"}, 30);
+  CHECK(ok.exit_code == 0);
+  CHECK(ok.out.find("rack-4 (1 hosts) <- cdu") != std::string::npos);
+  auto unknown = run_process({ASTRAL_CLI, "facility", "site", "--check", site, "--hosts", "node4", "node9"}, 30);
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err == "astral: " + site + ": hosts in no rack: node9\n");
+  auto ev = run_process({ASTRAL_CLI, "facility", "events", "--mockup", mockup_dir("public-cooling-unit"), "--site", site}, 60);
+  REQUIRE(ev.exit_code == 1);  // the failed pump
+  json first = json::parse(ev.out.substr(0, ev.out.find('\n')));
+  CHECK(first["component"]["site"] == "cdu");
+  CHECK(first["keys"]["racks"] == json::array({"rack-4"}));
+  CHECK(first["keys"]["hosts"] == json::array({"node4"}));
+}
