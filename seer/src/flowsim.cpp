@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "flowsim_build.hpp"
+#include "flowsim_classes.hpp"
 #include "flowsim_traffic.hpp"
 
 namespace astral::seer {
@@ -54,6 +55,14 @@ topo::Fabric with_faults(const topo::Fabric& in, const FlowSimOptions& o, std::v
                                           spec, f.name()));
     f.set_link_state(*link, topo::LinkState::kDown);
     notes.push_back("link down: " + f.link_label(*link));
+  }
+  for (const std::string& name : o.fail_switches) {
+    auto sw = f.find_switch(name);
+    if (!sw)
+      throw topo::FabricError(fmt::format("--fail-switch '{}': no switch named '{}' in fabric '{}'",
+                                          name, name, f.name()));
+    for (int link : f.switch_links(*sw)) f.set_link_state(link, topo::LinkState::kDown);
+    notes.push_back(fmt::format("switch down: {} ({} links)", name, f.switch_links(*sw).size()));
   }
   if (o.fail_random_links > 0) {
     std::vector<int> candidates;
@@ -105,6 +114,8 @@ struct TrialOutcome {
   std::vector<JobOutcome> jobs;
   size_t connections = 0, subflows = 0, unroutable = 0;
   int events = 0;
+  std::string engine = "connections";
+  detail::ClassStats classes;
 };
 
 class Trial {
@@ -136,17 +147,29 @@ class Trial {
     bool likely_uniform = o_.pattern != TrafficPattern::kMoeAllToAll && jobs_.size() == 1 &&
                           !adaptive && !o_.force_event;
     bool store = estimate <= o_.goodput_limit || (estimate <= o_.event_sim_limit && !likely_uniform);
+    bool classes = use_classes(store);
+    if (classes) store = false;
     if (progress_)
-      progress_(fmt::format("routing ~{} QP subflows ({})", estimate, store ? "stored" : "streamed"));
+      progress_(fmt::format("routing ~{} QP subflows ({})", estimate,
+                            classes ? "by classes" : store ? "stored" : "streamed"));
 
     auto b = std::make_unique<TrafficBuilder>(router_, selector, o_, store, seed_);
-    generate(*b);
+    detail::ClassStats stats;
+    if (classes)
+      generate_by_classes(*b, stats);
+    else
+      generate(*b);
     if (!store && b->subflow_count() <= o_.event_sim_limit && !uniform_loads(b->loads())) {
       b = std::make_unique<TrafficBuilder>(router_, selector, o_, true, seed_);
       generate(*b);
-      store = true;
+      store = classes = false;
     }
-    return finish(*b, store, adaptive, loads_out);
+    TrialOutcome out = finish(*b, store, adaptive, loads_out);
+    if (classes) {
+      out.engine = "classes";
+      out.classes = stats;
+    }
+    return out;
   }
 
   const std::vector<Job>& jobs() const { return jobs_; }
@@ -194,12 +217,37 @@ class Trial {
         out.jobs.push_back({int(job.hosts.size()), int(job.gpus.size()), max_load, 0, 0});
     }
     for (size_t j = 0; j < jobs_.size(); ++j) {
+      std::vector<int> segments;
+      for (int h : jobs_[j].hosts) segments.push_back(f_.hosts()[h].segment);
+      std::sort(segments.begin(), segments.end());
+      out.jobs[j].segments = int(std::unique(segments.begin(), segments.end()) - segments.begin());
       out.jobs[j].ideal_s = ideal_time(f_, b, jobs_[j]);
       out.jobs[j].efficiency = out.jobs[j].completion_s > 0 ? out.jobs[j].ideal_s / out.jobs[j].completion_s : 0;
     }
     if (store && b.subflow_count() <= o_.goodput_limit) goodput(b, out);
     loads_out = std::make_unique<ResourceLoads>(b.loads());
     return out;
+  }
+
+  // Classes where they apply to every job and nothing needs stored flows (auto), or wherever they
+  // apply (forced; then nothing is stored).
+  bool use_classes(bool store) const {
+    if (o_.engine == SimEngine::kConnections || (o_.engine == SimEngine::kAuto && store)) return false;
+    std::string why;
+    for (const Job& job : jobs_)
+      if (!detail::classes_apply(f_, job, o_, &why)) {
+        if (o_.engine == SimEngine::kClasses) notes_.push_back("per-connection routing: " + why);
+        return false;
+      }
+    return true;
+  }
+
+  void generate_by_classes(TrafficBuilder& b, detail::ClassStats& stats) {
+    for (size_t j = 0; j < jobs_.size(); ++j) {
+      b.begin_job(int(j));
+      detail::route_by_classes(b, jobs_[j], o_, stats);
+      b.end_job();
+    }
   }
 
   void generate(TrafficBuilder& b) {
@@ -297,6 +345,12 @@ class Trial {
   std::vector<Job> jobs_;
 };
 
+// Subflows the options may store (goodput or event simulation), at most.
+size_t stored_subflows(const topo::Fabric& f, const FlowSimOptions& o) {
+  double all_pairs = double(f.gpu_count()) * f.gpu_count() * std::max(1, o.qps);
+  return size_t(std::min(all_pairs, double(std::max(o.goodput_limit, o.event_sim_limit))));
+}
+
 std::vector<LoadDistribution> distributions(const topo::Fabric& f, const topo::Router& router,
                                             const ResourceLoads& loads,
                                             const std::vector<double>& capacity, double ideal,
@@ -343,6 +397,20 @@ std::vector<LoadDistribution> distributions(const topo::Fabric& f, const topo::R
 
 }  // namespace
 
+double estimate_memory_gib(const topo::Fabric& f, const FlowSimOptions& o) {
+  double leaves = 0, switches = double(f.switches().size()), links = double(f.links().size());
+  for (const auto& s : f.switches()) leaves += s.tier == 1 ? 1 : 0;
+  double gpus = f.gpu_count(), resources = 2 * links + 2 * gpus;
+  int per_host = 1;
+  for (const auto& p : f.profiles()) per_host = std::max(per_host, p.gpus);
+  double bytes = leaves * switches * 5       // Router: distance and group tables
+                 + 2 * (links * 48 + f.hosts().size() * 64.0 + switches * 96)  // fabric + faulted copy
+                 + resources * (16 * 2 + 8 + 4 + 8)  // loads (and a copy), capacity, class hits, plot
+                 + gpus * (32 + 8.0 * per_host + 2 * 100)  // endpoint demands, NVLink, class sides
+                 + double(stored_subflows(f, o)) * 72;     // path, bytes, connection
+  return bytes / double(1u << 30);
+}
+
 std::optional<TrafficPattern> parse_pattern(std::string_view t) {
   if (t == "alltoall" || t == "all-to-all") return TrafficPattern::kAllToAll;
   if (t == "moe" || t == "moe-alltoall") return TrafficPattern::kMoeAllToAll;
@@ -380,6 +448,13 @@ FlowSimResult simulate(const topo::Fabric& fabric, const FlowSimOptions& o, cons
   auto started = std::chrono::steady_clock::now();
   check_options(fabric, o);
   FlowSimResult res;
+  res.memory_estimate_gib = estimate_memory_gib(fabric, o);
+  if (res.memory_estimate_gib > o.memory_limit_gib)
+    throw std::invalid_argument(fmt::format(
+        "simulation of {} GPUs needs about {:.1f} GiB (routing tables, loads{}), above "
+        "--memory-limit {:g} GiB: raise the limit, use fewer GPUs or lower --event-limit/--goodput-limit",
+        fabric.gpu_count(), res.memory_estimate_gib,
+        stored_subflows(fabric, o) > 0 ? ", stored flows" : "", o.memory_limit_gib));
   topo::Fabric f = with_faults(fabric, o, res.notes);
   topo::Router router(f);
   std::vector<double> capacity(router.resource_count());
@@ -409,6 +484,9 @@ FlowSimResult simulate(const topo::Fabric& fabric, const FlowSimOptions& o, cons
     if (out.goodput_equal) goodput_e.push_back(*out.goodput_equal);
     if (t == 0) {
       res.method = out.method;
+      res.engine = out.engine;
+      res.classes = out.classes.classes;
+      res.exact_connections = out.classes.exact_connections;
       res.completion_s = out.completion;
       res.completion_upper_s = out.upper;
       res.ideal_s = out.ideal;

@@ -29,6 +29,17 @@ struct ResourceLoads {
   std::vector<ResourceLoad> at;
 
   explicit ResourceLoads(size_t n) : at(n) {}
+  // `count` subflows of `subflow_bytes` each on resource r.
+  void add_many(int r, std::uint32_t count, double subflow_bytes) {
+    ResourceLoad& c = at[r];
+    const float size = float(subflow_bytes);
+    c.bytes += subflow_bytes * count;
+    if (c.subflows == 0)
+      c.subflow_size = size;
+    else if (c.subflow_size != size)
+      c.subflow_size = std::numeric_limits<float>::quiet_NaN();
+    c.subflows += count;
+  }
   void add(std::span<const int> path, double subflow_bytes) {
     const float size = float(subflow_bytes);
     for (int r : path) {
@@ -81,6 +92,23 @@ class TrafficBuilder final : public DemandSink {
 
   // Endpoint demand per GPU (bytes sent/received over the network and over NVLink), for the ideal.
   std::vector<double> net_tx, net_rx, nv_tx, nv_rx;
+
+  // For the class engine (flowsim_classes.cpp), which fills the same accumulators by class:
+  const topo::Router& router() const { return router_; }
+  const topo::PathSelector& selector() const { return selector_; }
+  std::uint64_t salt() const { return salt_; }
+  ResourceLoads& loads_to_update() { return loads_; }
+  void add_nvlink_bytes(int src_gpu, int dst_local, double bytes) { add_nvlink(src_gpu, dst_local, bytes); }
+  // One connection routed QP by QP exactly as demand() would (the fallback for irregular ones).
+  void exact_connection(int src_host, int src_nic, int dst_host, int dst_nic, double bytes,
+                        std::uint64_t key) {
+    network_connection(src_host, src_nic, dst_host, dst_nic, bytes, key);
+  }
+  void count_routed(size_t connections, size_t subflows, size_t unroutable) {
+    connection_count_ += connections;
+    subflow_count_ += subflows;
+    unroutable_ += unroutable;
+  }
 
  private:
   void add_nvlink(int src_gpu, int dst_local, double bytes);

@@ -40,6 +40,10 @@ nlohmann::json to_json(const FlowSimResult& r) {
   j["bytes_per_gpu"] = r.bytes_per_gpu;
   j["trials"] = r.trials;
   j["method"] = r.method;
+  j["engine"] = r.engine;
+  j["classes"] = r.classes;
+  j["exact_connections"] = r.exact_connections;
+  j["memory_estimate_gib"] = r.memory_estimate_gib;
   j["connections"] = r.connections;
   j["subflows"] = r.subflows;
   j["unroutable"] = r.unroutable;
@@ -86,6 +90,9 @@ std::string format_result(const FlowSimResult& r) {
                      r.qps > 1 ? "s" : "", r.balance);
   out += fmt::format("flows       {} connections, {} QP subflows{}\n", r.connections, r.subflows,
                      r.unroutable ? fmt::format(", {} unroutable", r.unroutable) : "");
+  if (r.engine == "classes")
+    out += fmt::format("engine      {} leaf-pair classes, {} connections routed one by one (faults)\n",
+                       r.classes, r.exact_connections);
   if (r.method == "bounds")
     out += fmt::format("completion  {} .. {} (bounds)   ideal {}\n", human_time(r.completion_s),
                        human_time(r.completion_upper_s), human_time(r.ideal_s));

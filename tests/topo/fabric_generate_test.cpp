@@ -137,3 +137,56 @@ TEST_CASE("generator options that cannot be built are rejected") {
   CHECK_FALSE(parse_fabric_kind("torus"));
   CHECK(parse_fabric_kind("rail-only") == FabricKind::kRailOnly);
 }
+
+TEST_CASE("multi-plane NICs: one port per plane, each plane its own rail fabric") {
+  GenerateOptions o = options(FabricKind::kSameRailT2, 1024, 64);
+  o.planes = 4;
+  Fabric f = generate_fabric(o);
+  CHECK(f.planes() == 4);
+  CHECK(f.profiles()[0].nics[0].ports == 4);
+  CHECK(f.profiles()[0].nics[0].port_gbps == 100);  // 400G NIC split over 4 planes
+  // Port p of a NIC lands on a leaf of plane p-1, on the NIC's rail.
+  for (int port = 1; port <= 4; ++port) {
+    Attachment a = f.attachment(5, 3, port);
+    REQUIRE(a.sw >= 0);
+    CHECK(f.switches()[a.sw].plane == port - 1);
+    CHECK(f.switches()[a.sw].rail == 3);
+    CHECK(a.lane > 0);  // 100G lanes of a broken-out 400G port
+  }
+  // Four planes hold four times the GPUs of one at the same radix.
+  GenerateOptions one = options(FabricKind::kSameRailT2, 1024, 64);
+  CHECK(max_gpus(o) == 4 * max_gpus(one));
+  o.planes = 3;
+  CHECK_THROWS_WITH(generate_fabric(o), Catch::Contains("inconsistent planes"));
+}
+
+TEST_CASE("a fabric whose planes do not meet is rejected naming the link") {
+  GenerateOptions o = options(FabricKind::kSameRailT2, 256, 32);
+  o.dual_plane = true;
+  FabricData d;
+  {
+    Fabric f = generate_fabric(o);
+    d.name = f.name();
+    d.kind = f.kind();
+    d.rails = f.rails();
+    d.planes = f.planes();
+    d.profiles = f.profiles();
+    d.hosts = f.hosts();
+    d.switches = f.switches();
+    d.links = f.links();
+  }
+  FabricData swapped = d;
+  std::swap(swapped.links[0].b, swapped.links[1].b);  // port 1 of mlx5_0 on the plane-b leaf
+  CHECK_THROWS_WITH(Fabric(swapped), Catch::Contains("link 0: inconsistent planes"));
+  FabricData crossed = d;
+  for (auto& l : crossed.links)
+    if (!l.a.is_host() && crossed.switches[l.a.sw].plane == 0 && crossed.switches[l.b.sw].tier == 2) {
+      for (size_t s = 0; s < crossed.switches.size(); ++s)
+        if (crossed.switches[s].tier == 2 && crossed.switches[s].plane == 1) {
+          l.b.sw = int(s);
+          break;
+        }
+      break;
+    }
+  CHECK_THROWS_WITH(Fabric(crossed), Catch::Contains("inconsistent planes"));
+}

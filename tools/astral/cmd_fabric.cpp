@@ -2,6 +2,7 @@
 // simulator (topo/fabric*, seer/flowsim*). Thin: parse flags, call the libraries, print.
 #include <fmt/format.h>
 
+#include <astral/seer/ecmp_table.hpp>
 #include <astral/seer/flowsim.hpp>
 #include <astral/seer/flowsim_compare.hpp>
 #include <astral/seer/flowsim_plot.hpp>
@@ -89,6 +90,7 @@ struct GeneratorFlags {
                     "down:up ratio at the top tier boundary (e.g. 3 for 3:1)")
         ->capture_default_str();
     app->add_flag("--dual-plane", o.dual_plane, "dual-ToR: the two ports of a NIC on leaves of two planes");
+    app->add_option("--planes", o.planes, "multi-plane NICs: 1, 2 or 4 ports per NIC, one per plane");
     app->add_option("--tiers", o.tiers, "fat-tree only: force 2 or 3 tiers (default: fewest that fit)");
     app->add_flag("--bundle", o.bundle, "fewest spines, with parallel leaf-spine links");
   }
@@ -97,8 +99,14 @@ struct GeneratorFlags {
 // Simulation flags shared by `sim` and `compare`.
 struct SimFlags {
   seer::FlowSimOptions o;
-  std::string pattern = "alltoall", bytes = "64MiB", placement = "packed", balance = "equal";
+  std::string pattern = "alltoall", bytes = "64MiB", placement = "packed", balance = "equal",
+              engine = "auto";
   void add(CLI::App* app) {
+    app->add_option("--engine", engine, "auto | classes | connections (the per-connection reference)")
+        ->capture_default_str();
+    app->add_option("--memory-limit", o.memory_limit_gib, "GiB: refuse a larger simulation up front")
+        ->capture_default_str();
+    app->add_option("--fail-switch", o.fail_switches, "take every link of a switch down (repeatable)");
     app->add_option("--pattern", pattern, "alltoall | moe | permutation | ring | tree")->capture_default_str();
     app->add_option("--bytes", bytes, "per GPU: all-to-all buffer, all-reduce buffer or message")
         ->capture_default_str();
@@ -137,6 +145,10 @@ struct SimFlags {
       throw UsageError(fmt::format("--balance '{}': use equal or adaptive", balance));
     o.balance = balance == "equal" ? seer::QpBalance::kEqualSplit : seer::QpBalance::kAdaptive;
     o.bytes = parse_bytes(bytes);
+    if (engine == "auto") o.engine = seer::SimEngine::kAuto;
+    else if (engine == "classes") o.engine = seer::SimEngine::kClasses;
+    else if (engine == "connections") o.engine = seer::SimEngine::kConnections;
+    else throw UsageError(fmt::format("--engine '{}': use auto, classes or connections", engine));
     return o;
   }
 };
@@ -318,6 +330,7 @@ void add_sim(CLI::App* fabric, Outcome& outcome) {
 void add_compare(CLI::App* fabric, Outcome&) {
   struct Flags {
     std::vector<int> gpus;
+    std::vector<std::string> failures;
     std::string plot;
     bool json = false, quiet = false;
     GeneratorFlags gen;
@@ -327,6 +340,8 @@ void add_compare(CLI::App* fabric, Outcome&) {
   auto* app = fabric->add_subcommand(
       "compare", "same-rail Tier-2 against a fat tree with ECMP at the same GPU count");
   app->add_option("--gpus", f.gpus, "GPU counts, e.g. 1024,4096,16384")->required()->delimiter(',');
+  app->add_option("--failure", f.failures, "failure cases per design: spine, tor, nic-port, links:K")
+      ->delimiter(',');
   f.gen.add(app);
   f.sim.add(app);
   app->add_option("--plot", f.plot, "write the efficiencies as an SVG bar chart");
@@ -338,7 +353,8 @@ void add_compare(CLI::App* fabric, Outcome&) {
     std::vector<seer::FabricComparison> all;
     for (int gpus : f.gpus) {
       try {
-        all.push_back(seer::compare_fabrics(gpus, f.gen.o, o, f.quiet ? seer::Progress{} : seer::Progress{progress_line}));
+        all.push_back(seer::compare_fabrics(gpus, f.gen.o, o, f.quiet ? seer::Progress{} : seer::Progress{progress_line},
+                                            f.failures));
       } catch (const topo::FabricError& e) {
         throw UsageError(e.what());
       } catch (const std::invalid_argument& e) {
@@ -368,6 +384,61 @@ void add_compare(CLI::App* fabric, Outcome&) {
   });
 }
 
+void add_ecmp_table(CLI::App* fabric, Outcome&) {
+  struct Flags {
+    std::string path, routing = "ecmp", output;
+    std::vector<int> qps{1, 4};
+    std::vector<std::string> patterns{"alltoall", "ring"}, placements{"packed", "fragmented"};
+    bool quiet = false;
+    SimFlags sim;
+  };
+  static Flags f;
+  auto* app = fabric->add_subcommand(
+      "ecmp-table", "write the ECMP-efficiency table of a fabric for Seer (per pattern, group size, QPs)");
+  app->add_option("--fabric", f.path, "fabric JSON")->required();
+  app->add_option("--routing", f.routing, "ecmp | pinned | same-rail | same-rail-pinned")->capture_default_str();
+  app->add_option("--qps-list", f.qps, "QP counts, e.g. 1,4")->delimiter(',')->capture_default_str();
+  app->add_option("--patterns", f.patterns, "patterns, e.g. alltoall,ring")->delimiter(',')->capture_default_str();
+  app->add_option("--placements", f.placements, "packed,fragmented")->delimiter(',')->capture_default_str();
+  app->add_option("-o,--output", f.output, "table JSON to write")->required();
+  f.sim.add(app);
+  app->add_flag("-q,--quiet", f.quiet, "no progress on stderr");
+  app->callback([] {
+    topo::Fabric fab = load(f.path);
+    seer::EcmpTableOptions t;
+    t.sim = f.sim.resolve();
+    auto routing = topo::parse_routing(f.routing);
+    if (!routing) throw UsageError(fmt::format("--routing '{}': use ecmp, pinned, same-rail or same-rail-pinned", f.routing));
+    routing->polarisation = t.sim.routing.polarisation;
+    t.sim.routing = *routing;
+    t.patterns.clear();
+    for (const auto& p : f.patterns) {
+      auto pattern = seer::parse_pattern(p);
+      if (!pattern) throw UsageError(fmt::format("--patterns '{}': use alltoall, moe, permutation, ring or tree", p));
+      t.patterns.push_back(*pattern);
+    }
+    t.placements.clear();
+    for (const auto& p : f.placements) {
+      auto placement = seer::parse_placement(p);
+      if (!placement) throw UsageError(fmt::format("--placements '{}': use packed or fragmented", p));
+      t.placements.push_back(*placement);
+    }
+    for (int q : f.qps)
+      if (q < 1 || q > 64) throw UsageError(fmt::format("--qps-list {}: must be 1..64", q));
+    t.qps = f.qps;
+    seer::EcmpTable table;
+    try {
+      table = seer::make_ecmp_table(fab, t, f.quiet ? seer::Progress{} : seer::Progress{progress_line});
+    } catch (const topo::FabricError& e) {
+      throw UsageError(e.what());
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    cli::write_text_file(f.output, seer::to_json(table).dump(1) + "\n");
+    print(fmt::format("{} entries for {} written to {}\n", table.entries.size(), table.fabric_name, f.output));
+  });
+}
+
 void register_fabric(CLI::App& root, Outcome& outcome) {
   auto* fabric = root.add_subcommand("fabric", "cluster fabric model and flow-level simulator");
   fabric->require_subcommand(1);
@@ -377,6 +448,7 @@ void register_fabric(CLI::App& root, Outcome& outcome) {
   add_locate(fabric, outcome);
   add_sim(fabric, outcome);
   add_compare(fabric, outcome);
+  add_ecmp_table(fabric, outcome);
 }
 
 }  // namespace

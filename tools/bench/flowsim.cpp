@@ -1,12 +1,15 @@
-// bench_flowsim: how long a uniform all-to-all takes to simulate, from 1K to 16K GPUs, and how
-// that compares with the naive exact method (event-driven max-min over stored flows) measured in
-// the same run. Times are CPU time of this thread (the machine is shared); wall time is shown too.
+// bench_flowsim: how long a uniform all-to-all takes to simulate with the class engine, against
+// the per-connection simulator (the reference) measured in the same run, from 1K to 131K GPUs; and
+// how long `astral fabric compare --gpus 16384` (four designs) takes. Times are CPU time of this
+// thread (the machine may be shared; wall time is shown too); memory is the process's peak RSS.
 //
-//   bench_flowsim            sizes 1K..16K, same-rail-t2 with same-rail routing (PXN)
-//   bench_flowsim --full     also the fat tree with direct ECMP (no PXN) at every size
+//   bench_flowsim           131K and 16K targets, the 1K..16K table, compare at 16K
+//   bench_flowsim --quick   16K and compare only
+#include <sys/resource.h>
 #include <time.h>
 
 #include <astral/seer/flowsim.hpp>
+#include <astral/seer/flowsim_compare.hpp>
 #include <astral/topo/fabric_generate.hpp>
 #include <chrono>
 #include <cmath>
@@ -25,97 +28,137 @@ double cpu_now() {
   return double(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double peak_rss_gib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is KiB on Linux
+}
+
 struct Sample {
   int gpus = 0;
-  size_t connections = 0;
-  double cpu = 0, wall = 0, efficiency = 0;
-  std::string method;
+  size_t connections = 0, classes = 0;
+  double cpu = 0, wall = 0, efficiency = 0, completion = 0;
+  std::string method, engine;
 };
 
-Sample run(topo::FabricKind kind, int gpus, const char* routing, bool exact_events, int radix = 128) {
+topo::Fabric fabric_of(int gpus, int radix) {
   topo::GenerateOptions g;
-  g.kind = kind;
+  g.kind = topo::FabricKind::kSameRailT2;
   g.gpus = gpus;
   g.radix = radix;
-  topo::Fabric fabric = topo::generate_fabric(g);  // not timed: the simulator's input
+  return topo::generate_fabric(g);  // not timed: the simulator's input
+}
+
+Sample run(const topo::Fabric& fabric, const char* routing, seer::SimEngine engine) {
   seer::FlowSimOptions o;
   o.routing = *topo::parse_routing(routing);
   o.goodput_limit = 0;
-  if (exact_events) {
-    o.force_event = true;
-    o.event_tolerance = 0;
-    o.event_sim_limit = size_t(1) << 30;
-  }
-  double c0 = cpu_now();
-  auto w0 = std::chrono::steady_clock::now();
+  o.engine = engine;
+  o.memory_limit_gib = 64;
+  double c0 = cpu_now(), w0 = wall_now();
   seer::FlowSimResult r = seer::simulate(fabric, o);
   Sample s;
   s.cpu = cpu_now() - c0;
-  s.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-  s.gpus = gpus;
+  s.wall = wall_now() - w0;
+  s.gpus = fabric.gpu_count();
   s.connections = r.connections;
+  s.classes = r.classes;
   s.efficiency = r.efficiency;
+  s.completion = r.completion_s;
   s.method = r.method;
+  s.engine = r.engine;
   return s;
 }
 
-double exponent(const Sample& a, const Sample& b) {
-  return std::log(b.cpu / a.cpu) / std::log(double(b.gpus) / a.gpus);
+double agreement(const Sample& fast, const Sample& ref) {
+  return std::abs(fast.completion - ref.completion) / ref.completion;
 }
 
-void table(const char* title, topo::FabricKind kind, const char* routing, std::vector<Sample>& out) {
-  std::printf("\n%s\n%7s %12s %9s %9s %14s %11s  %s\n", title, "GPUs", "connections", "cpu_s",
-              "wall_s", "ns/connection", "efficiency", "method");
+bool target_131k() {
+  std::printf("\n131,072 GPUs, same-rail-t2 radix 256 (3 tiers), routing same-rail, class engine\n");
+  topo::Fabric f = fabric_of(131072, 256);
+  seer::FlowSimOptions o;
+  o.routing = *topo::parse_routing("same-rail");
+  std::printf("memory estimate %.2f GiB (fabric: %zu links, %zu switches)\n",
+              seer::estimate_memory_gib(f, o), f.links().size(), f.switches().size());
+  Sample s = run(f, "same-rail", seer::SimEngine::kAuto);
+  double rss = peak_rss_gib();
+  bool pass = s.cpu <= 30 && rss <= 8 && s.engine == "classes";
+  std::printf("%zu connections in %zu classes: %.2f s CPU (%.2f s wall), peak RSS %.2f GiB, "
+              "efficiency %.4f (%s); targets <= 30 s, <= 8 GiB: %s\n",
+              s.connections, s.classes, s.cpu, s.wall, rss, s.efficiency, s.method.c_str(),
+              pass ? "PASS" : "FAIL");
+  return pass;
+}
+
+bool target_16k() {
+  std::printf("\n16,384 GPUs, same-rail-t2 radix 128, routing same-rail: classes against the "
+              "per-connection simulator\n");
+  topo::Fabric f = fabric_of(16384, 128);
+  Sample fast = run(f, "same-rail", seer::SimEngine::kClasses);
+  Sample ref = run(f, "same-rail", seer::SimEngine::kConnections);
+  bool pass = fast.cpu <= 1.0 && agreement(fast, ref) <= 0.005;
+  std::printf("classes %.3f s CPU (%.3f wall), per-connection %.3f s CPU (%.3f wall): speedup "
+              "%.1fx; completion differs by %.2g (efficiency %.5f vs %.5f); targets <= 1 s, "
+              "<= 0.5 %%: %s\n",
+              fast.cpu, fast.wall, ref.cpu, ref.wall, ref.cpu / fast.cpu, agreement(fast, ref),
+              fast.efficiency, ref.efficiency, pass ? "PASS" : "FAIL");
+  std::printf("fat-tree radix 128, routing ecmp (no PXN, one connection per GPU pair):\n");
+  topo::GenerateOptions g;
+  g.kind = topo::FabricKind::kFatTree;
+  g.gpus = 16384;
+  g.radix = 128;
+  topo::Fabric fat = topo::generate_fabric(g);
+  Sample ffast = run(fat, "ecmp", seer::SimEngine::kClasses);
+  Sample fref = run(fat, "ecmp", seer::SimEngine::kConnections);
+  std::printf("classes %.3f s CPU, per-connection %.3f s CPU: speedup %.1fx, completion differs "
+              "by %.2g (%zu connections)\n",
+              ffast.cpu, fref.cpu, fref.cpu / ffast.cpu, agreement(ffast, fref), ffast.connections);
+  return pass;
+}
+
+void table() {
+  std::printf("\nsame-rail-t2 radix 128, routing same-rail\n%7s %12s %8s %10s %10s %8s %12s\n",
+              "GPUs", "connections", "classes", "classes_s", "per_conn_s", "speedup", "difference");
   for (int gpus : {1024, 2048, 4096, 8192, 16384}) {
-    Sample s = run(kind, gpus, routing, false);
-    std::printf("%7d %12zu %9.3f %9.3f %14.1f %11.3f  %s\n", s.gpus, s.connections, s.cpu, s.wall,
-                s.cpu / double(s.connections) * 1e9, s.efficiency, s.method.c_str());
+    topo::Fabric f = fabric_of(gpus, 128);
+    Sample fast = run(f, "same-rail", seer::SimEngine::kClasses);
+    Sample ref = run(f, "same-rail", seer::SimEngine::kConnections);
+    std::printf("%7d %12zu %8zu %10.4f %10.4f %7.1fx %12.2g\n", gpus, fast.connections, fast.classes,
+                fast.cpu, ref.cpu, ref.cpu / fast.cpu, agreement(fast, ref));
     std::fflush(stdout);
-    out.push_back(s);
   }
-  std::printf("growth: cpu ~ GPUs^%.2f from 4K to 16K (connections grow as GPUs^2: every pair)\n",
-              exponent(out[2], out[4]));
+}
+
+bool target_compare() {
+  std::printf("\nastral fabric compare --gpus 16384 (four designs, radix 128, all-to-all)\n");
+  topo::GenerateOptions g;
+  g.radix = 128;
+  seer::FlowSimOptions o;
+  o.goodput_limit = 0;
+  double w0 = wall_now(), c0 = cpu_now();
+  seer::FabricComparison c = seer::compare_fabrics(16384, g, o);
+  double wall = wall_now() - w0, cpu = cpu_now() - c0;
+  bool pass = wall <= 5.0;
+  std::printf("%zu rows in %.2f s wall (%.2f s CPU), gain %+.1f %%; target <= 5 s wall: %s\n",
+              c.rows.size(), wall, cpu, 100 * c.gain, pass ? "PASS" : "FAIL");
+  return pass;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool full = argc > 1 && std::strcmp(argv[1], "--full") == 0;
-  std::printf("bench_flowsim: uniform all-to-all (64 MiB per GPU, 1 QP), radix-128 fabrics\n");
-
-  std::vector<Sample> same_rail;
-  table("same-rail-t2, routing same-rail (PXN: one connection per NIC and remote GPU)",
-        topo::FabricKind::kSameRailT2, "same-rail", same_rail);
-  if (full) {
-    std::vector<Sample> fat;
-    table("fat-tree, routing ecmp (no PXN: one connection per GPU pair)", topo::FabricKind::kFatTree,
-          "ecmp", fat);
-  }
-
-  // Baseline: the same traffic through the exact event-driven max-min solver on stored flows,
-  // at sizes it can afford, beside the streaming method at the same sizes.
-  std::printf("\nbaseline: exact event-driven max-min over stored flows (no batching), same-rail-t2, "
-              "radix 32\n%7s %12s %12s %12s %9s %s\n",
-              "GPUs", "event_cpu_s", "stream_cpu_s", "speedup", "method", "same completion");
-  std::vector<Sample> naive, fast;
-  for (int gpus : {256, 512, 1024}) {
-    Sample e = run(topo::FabricKind::kSameRailT2, gpus, "same-rail", true, 32);
-    Sample f = run(topo::FabricKind::kSameRailT2, gpus, "same-rail", false, 32);
-    std::printf("%7d %12.3f %12.4f %11.0fx %9s %s\n", gpus, e.cpu, f.cpu, e.cpu / f.cpu,
-                e.method.c_str(), std::abs(e.efficiency - f.efficiency) < 1e-6 ? "yes" : "NO");
-    naive.push_back(e);
-    fast.push_back(f);
-  }
-  // The naive solver grows faster than GPUs^2 (more flows and more completion events), so
-  // scaling its largest measurement by GPUs^2 gives a lower bound for it at 16K.
-  const Sample& largest = naive.back();
-  double naive_16k_floor = largest.cpu * std::pow(16384.0 / largest.gpus, 2.0);
-  const Sample& big = same_rail.back();
-  std::printf("naive grows as GPUs^%.1f here; scaled to 16384 GPUs by GPUs^2 (a lower bound): "
-              ">= %.0f s; streaming measured: %.2f s -> ratio >= %.0fx\n",
-              exponent(naive[1], naive[2]), naive_16k_floor, big.cpu, naive_16k_floor / big.cpu);
-  bool pass = big.cpu <= 10.0;
-  std::printf("\n16384-GPU uniform all-to-all: %.2f s CPU (%.2f s wall), target <= 10 s: %s\n",
-              big.cpu, big.wall, pass ? "PASS" : "FAIL");
+  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  std::printf("bench_flowsim: uniform all-to-all, 64 MiB per GPU, 1 QP, 8 GPUs and 8 x 400G per host\n");
+  bool pass = true;
+  if (!quick) pass = target_131k() && pass;  // first, so that the peak RSS is its own
+  pass = target_16k() && pass;
+  if (!quick) table();
+  pass = target_compare() && pass;
+  std::printf("\n%s\n", pass ? "all targets PASS" : "some target FAILED");
   return pass ? 0 : 1;
 }

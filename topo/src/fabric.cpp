@@ -165,6 +165,7 @@ void Fabric::validate() {
                        "(tier 1)",
                        where(i), endpoint_label(l.a), data_.switches[l.b.sw].name,
                        data_.switches[l.b.sw].tier));
+    check_planes(i);
   }
 
   // Every rail that has NICs must reach at least one switch.
@@ -189,6 +190,28 @@ void Fabric::validate() {
   }
   if (uncabled > 0)
     warnings_.push_back(fmt::format("{} NIC port(s) have no cable in this description", uncabled));
+}
+
+// Planes are separate networks: a switch link stays in its plane, and a NIC with one port per
+// plane has port p on plane p-1 (QP k uses port k on both ends, so the ends must meet).
+void Fabric::check_planes(size_t i) const {
+  if (data_.planes == 1) return;
+  const Link& l = data_.links[i];
+  const Switch& upper = data_.switches[l.b.sw];
+  if (!l.a.is_host()) {
+    const Switch& lower = data_.switches[l.a.sw];
+    if (lower.plane != upper.plane)
+      fail(fmt::format("link {}: inconsistent planes: joins '{}' (plane {}) and '{}' (plane {}); "
+                       "each plane is its own network",
+                       i, lower.name, lower.plane, upper.name, upper.plane));
+    return;
+  }
+  const NicModel& nic = data_.profiles[data_.hosts[l.a.host].profile].nics[l.a.nic];
+  if (nic.ports == data_.planes && upper.plane != l.a.port - 1)
+    fail(fmt::format("link {}: inconsistent planes: {}:{}:{} is cabled to '{}' of plane {}; port {} "
+                     "of a NIC with one port per plane belongs to plane {}",
+                     i, data_.hosts[l.a.host].name, nic.name, l.a.port, upper.name, upper.plane,
+                     l.a.port, l.a.port - 1));
 }
 
 void Fabric::build_indexes() {

@@ -63,7 +63,12 @@ struct Plan {
       fail("--tiers applies to fat-tree only (same-rail-t2 has 3 tiers, rail-only 2)");
     hosts = o.gpus / o.gpus_per_host;
     rails = o.gpus_per_host;
-    planes = o.dual_plane ? 2 : 1;
+    planes = o.planes > 0 ? o.planes : o.dual_plane ? 2 : 1;
+    if (planes != 1 && planes != 2 && planes != 4)
+      fail(fmt::format("--planes {}: inconsistent planes: a NIC has 1, 2 or 4 ports, one per plane",
+                       planes));
+    if (o.dual_plane && planes != 2)
+      fail(fmt::format("--dual-plane and --planes {}: inconsistent planes (dual-plane is 2)", planes));
     host_port_gbps = o.nic_gbps / planes;
     double ratio = o.port_gbps / host_port_gbps;
     lanes = int(std::lround(ratio));
@@ -196,7 +201,7 @@ class Builder {
     if (p_.tiers == 3) add_core();
     d_.kind = fabric_kind_name(p_.o.kind);
     d_.name = fmt::format("{} {} GPUs, radix {}{}{}", d_.kind, p_.o.gpus, p_.o.radix,
-                          p_.planes > 1 ? ", dual-plane" : "",
+                          p_.planes == 2 ? ", dual-plane" : p_.planes > 2 ? ", 4 planes" : "",
                           p_.o.oversubscription > 1
                               ? fmt::format(", {}:1 top tier", p_.o.oversubscription)
                               : "");
@@ -209,7 +214,8 @@ class Builder {
                     {"port_gbps", fmt::format("{}", p_.o.port_gbps)},
                     {"nic_gbps", fmt::format("{}", p_.o.nic_gbps)},
                     {"oversubscription", fmt::format("{}", p_.o.oversubscription)},
-                    {"dual_plane", p_.planes > 1 ? "true" : "false"},
+                    {"dual_plane", p_.planes == 2 ? "true" : "false"},
+                    {"planes", std::to_string(p_.planes)},
                     {"bundle", p_.o.bundle ? "true" : "false"},
                     {"tiers", std::to_string(p_.tiers)}};
     return Fabric(std::move(d_));
@@ -253,7 +259,7 @@ class Builder {
     prof.gpus = p_.o.gpus_per_host;
     prof.nvlink_gbps = p_.o.nvlink_gbps;
     prof.name = p_.planes > 1
-                    ? fmt::format("{}gpu-{}x2x{}g", prof.gpus, prof.gpus, p_.host_port_gbps)
+                    ? fmt::format("{}gpu-{}x{}x{}g", prof.gpus, prof.gpus, p_.planes, p_.host_port_gbps)
                     : fmt::format("{}gpu-{}x{}g", prof.gpus, prof.gpus, p_.host_port_gbps);
     for (int g = 0; g < prof.gpus; ++g) {
       NicModel nic;

@@ -192,7 +192,7 @@ Fabric fabric_from_json(const json& doc) {
   return Fabric(std::move(d));
 }
 
-json fabric_to_json(const Fabric& f) {
+static json fabric_to_json_head(const Fabric& f) {
   json doc;
   doc["format"] = kFabricFormat;
   doc["version"] = kFabricVersion;
@@ -205,40 +205,43 @@ json fabric_to_json(const Fabric& f) {
     for (const auto& [k, v] : f.generator()) gen[k] = v;
     doc["generator"] = gen;
   }
-  json profiles = json::array();
-  for (const NodeProfile& p : f.profiles()) {
-    json nics = json::array();
-    for (const NicModel& n : p.nics)
-      nics.push_back({{"name", n.name}, {"rail", n.rail}, {"gpus", n.gpus}, {"ports", n.ports},
-                      {"port_gbps", n.port_gbps}});
-    profiles.push_back(
-        {{"name", p.name}, {"gpus", p.gpus}, {"nvlink_gbps", p.nvlink_gbps}, {"nics", nics}});
-  }
-  doc["profiles"] = std::move(profiles);
-  json hosts = json::array();
-  for (const Host& h : f.hosts())
-    hosts.push_back({{"name", h.name},
-                     {"profile", f.profiles()[h.profile].name},
-                     {"segment", h.segment},
-                     {"pod", h.pod}});
-  doc["hosts"] = std::move(hosts);
-  json switches = json::array();
-  for (const Switch& s : f.switches()) {
-    json j = {{"name", s.name}, {"tier", s.tier},   {"radix", s.radix},
-              {"port_gbps", s.port_gbps}, {"plane", s.plane}, {"pod", s.pod}};
-    if (s.rail != kAnyRail) j["rail"] = s.rail;
-    if (s.segment >= 0) j["segment"] = s.segment;
-    switches.push_back(std::move(j));
-  }
-  doc["switches"] = std::move(switches);
-  json links = json::array();
-  for (const Link& l : f.links()) {
-    json j = {{"a", f.endpoint_label(l.a)}, {"b", f.endpoint_label(l.b)}, {"gbps", l.gbps}};
-    if (l.state == LinkState::kDown) j["state"] = "down";
-    if (l.media == LinkMedia::kCopper) j["media"] = "copper";
-    links.push_back(std::move(j));
-  }
-  doc["links"] = std::move(links);
+  return doc;
+}
+
+static json profile_json(const NodeProfile& p) {
+  json nics = json::array();
+  for (const NicModel& n : p.nics)
+    nics.push_back({{"name", n.name}, {"rail", n.rail}, {"gpus", n.gpus}, {"ports", n.ports},
+                    {"port_gbps", n.port_gbps}});
+  return {{"name", p.name}, {"gpus", p.gpus}, {"nvlink_gbps", p.nvlink_gbps}, {"nics", nics}};
+}
+
+static json host_json(const Fabric& f, const Host& h) {
+  return {{"name", h.name}, {"profile", f.profiles()[h.profile].name}, {"segment", h.segment}, {"pod", h.pod}};
+}
+
+static json switch_json(const Switch& s) {
+  json j = {{"name", s.name}, {"tier", s.tier},   {"radix", s.radix},
+            {"port_gbps", s.port_gbps}, {"plane", s.plane}, {"pod", s.pod}};
+  if (s.rail != kAnyRail) j["rail"] = s.rail;
+  if (s.segment >= 0) j["segment"] = s.segment;
+  return j;
+}
+
+static json link_json(const Fabric& f, const Link& l) {
+  json j = {{"a", f.endpoint_label(l.a)}, {"b", f.endpoint_label(l.b)}, {"gbps", l.gbps}};
+  if (l.state == LinkState::kDown) j["state"] = "down";
+  if (l.media == LinkMedia::kCopper) j["media"] = "copper";
+  return j;
+}
+
+json fabric_to_json(const Fabric& f) {
+  json doc = fabric_to_json_head(f);
+  for (const char* key : {"profiles", "hosts", "switches", "links"}) doc[key] = json::array();
+  for (const NodeProfile& p : f.profiles()) doc["profiles"].push_back(profile_json(p));
+  for (const Host& h : f.hosts()) doc["hosts"].push_back(host_json(f, h));
+  for (const Switch& s : f.switches()) doc["switches"].push_back(switch_json(s));
+  for (const Link& l : f.links()) doc["links"].push_back(link_json(f, l));
   return doc;
 }
 
@@ -258,40 +261,36 @@ Fabric load_fabric(const std::string& path) {
   }
 }
 
-// One array element per line: readable, diffable and grep-able ("grep r3-07:17 fabric.json").
-static std::string dump_one_element_per_line(const json& doc) {
-  static const char* const kOrder[] = {"format", "version", "name",  "kind",     "rails", "planes",
-                                       "generator", "profiles", "hosts", "switches", "links"};
-  std::string out = "{\n";
-  bool first_key = true;
-  for (const char* key : kOrder) {
-    auto it = doc.find(key);
-    if (it == doc.end()) continue;
-    if (!first_key) out += ",\n";
-    first_key = false;
-    out += "  " + json(key).dump() + ": ";
-    if (it->is_array() && !it->empty()) {
-      out += "[\n";
-      for (size_t i = 0; i < it->size(); ++i) {
-        out += "    " + (*it)[i].dump();
-        out += i + 1 < it->size() ? ",\n" : "\n";
-      }
-      out += "  ]";
-    } else {
-      out += it->dump();
-    }
-  }
-  return out + "\n}\n";
+// Streams the document with one array element per line (readable, diffable and grep-able: "grep
+// r3-07:17 fabric.json"), element by element: a 131K-GPU fabric is never held as one JSON tree.
+static void write_fabric_json(const Fabric& f, std::ostream& out) {
+  json head = fabric_to_json_head(f);
+  out << "{\n";
+  static const char* const kHead[] = {"format", "version", "name", "kind", "rails", "planes", "generator"};
+  for (const char* key : kHead)
+    if (auto it = head.find(key); it != head.end()) out << "  " << json(key).dump() << ": " << it->dump() << ",\n";
+  auto array = [&](const char* key, size_t n, auto element, bool last) {
+    out << "  " << json(key).dump() << ": [";
+    for (size_t i = 0; i < n; ++i) out << (i ? ",\n    " : "\n    ") << element(i).dump();
+    out << (n ? "\n  ]" : "]") << (last ? "\n" : ",\n");
+  };
+  array("profiles", f.profiles().size(), [&](size_t i) { return profile_json(f.profiles()[i]); }, false);
+  array("hosts", f.hosts().size(), [&](size_t i) { return host_json(f, f.hosts()[i]); }, false);
+  array("switches", f.switches().size(), [&](size_t i) { return switch_json(f.switches()[i]); }, false);
+  array("links", f.links().size(), [&](size_t i) { return link_json(f, f.links()[i]); }, true);
+  out << "}\n";
 }
 
 void save_fabric(const Fabric& fabric, const std::string& path) {
-  std::string text = dump_one_element_per_line(fabric_to_json(fabric));
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) throw FabricError(fmt::format("{}: cannot write the fabric file", path));
-    out << text;
-    if (!out.flush()) throw FabricError(fmt::format("{}: write failed", path));
+    write_fabric_json(fabric, out);
+    if (!out.flush()) {
+      std::remove(tmp.c_str());
+      throw FabricError(fmt::format("{}: write failed", path));
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw FabricError(fmt::format("{}: cannot replace the fabric file", path));

@@ -26,11 +26,6 @@ struct VectorEq {
   }
 };
 
-// Lemire's multiply-shift: a uniform index in [0, n) from the high bits of a hash.
-inline int pick(std::uint64_t hash, size_t n) {
-  return int((std::uint64_t(std::uint32_t(hash >> 32)) * n) >> 32);
-}
-
 }  // namespace
 
 std::optional<RoutingPolicy> parse_routing(std::string_view text) {
@@ -301,34 +296,11 @@ PathSelector::PathSelector(const Router& router, const RoutingPolicy& policy)
 bool PathSelector::route_links(int src_link, int dst_link, std::uint64_t flow_key,
                                std::vector<int>& out) const {
   size_t mark = out.size();
-  int sw = router_.leaf_of_link(src_link);
-  int leaf = router_.leaf_index_of_link(dst_link);
-  int dst_leaf_sw = router_.leaf_switch(leaf);
   out.push_back(Router::link_resource(src_link, true));
-  int ordinal = router_.port_ordinal(dst_link);
-  std::uint64_t hash = 0;
-  for (int stage = 0; sw != dst_leaf_sw; ++stage) {
-    auto group = router_.next_hops(sw, leaf);
-    if (group.empty()) {
-      out.resize(mark);
-      return false;
-    }
-    size_t index = 0;
-    if (group.size() > 1) {
-      if (policy_.choice == PathChoice::kPinned) {
-        index = size_t(ordinal + stage * (leaf + 1)) % group.size();
-      } else {
-        // Polarisation: some flows' hash at this stage repeats the previous stage's (correlated
-        // hash functions), so they take the same member index again.
-        bool repeat = stage > 0 && repeat_threshold_ != 0 &&
-                      (repeat_threshold_ == ~std::uint64_t{0} ||
-                       mix64(flow_key ^ (0xc2b2ae3d27d4eb4fULL * std::uint64_t(stage))) < repeat_threshold_);
-        if (!repeat) hash = mix64(flow_key ^ switch_seed(sw));
-        index = size_t(pick(hash, group.size()));
-      }
-    }
-    out.push_back(group[index].resource);
-    sw = group[index].next_switch;
+  if (!walk(router_.leaf_of_link(src_link), router_.leaf_index_of_link(dst_link),
+            router_.port_ordinal(dst_link), flow_key, [&](int r) { out.push_back(r); })) {
+    out.resize(mark);
+    return false;
   }
   out.push_back(Router::link_resource(dst_link, false));
   return true;

@@ -81,6 +81,7 @@ FabricSummary summarize(const Fabric& f) {
       bool is_lower_end = tier_of(f, *e) == lo && lo != hi;
       (is_lower_end ? t.up_gbps : t.down_gbps) += l.gbps;
     }
+    s.links_by_gbps[l.gbps]++;
     if (l.media == LinkMedia::kOptic) {
       if (l.a.is_host()) s.optics_by_gbps[l.gbps]++;
     }
@@ -95,6 +96,7 @@ FabricSummary summarize(const Fabric& f) {
         s.optics_by_gbps[f.switches()[e->sw].port_gbps]++;
   }
   for (const auto& [gbps, n] : s.optics_by_gbps) s.optics += n;
+  s.switches = long(f.switches().size());
   for (const auto& [sw, port] : used_ports) s.tiers[f.switches()[sw].tier - 1].ports_used++;
   for (TierSummary& t : s.tiers) t.oversubscription = t.up_gbps > 0 ? t.down_gbps / t.up_gbps : 0;
   for (auto& [key, c] : classes) {
@@ -151,6 +153,8 @@ nlohmann::json to_json(const FabricSummary& s) {
   j["bisection_per_gpu_gbps"] = s.bisection_per_gpu_gbps;
   j["cross_rail_network"] = s.cross_rail_network;
   j["optics"] = s.optics;
+  j["switches"] = s.switches;
+  for (const auto& [gbps, n] : s.links_by_gbps) j["links_by_gbps"][fmt::format("{}", gbps)] = n;
   for (const auto& [gbps, n] : s.optics_by_gbps)
     j["optics_by_gbps"][fmt::format("{}", gbps)] = n;
   j["warnings"] = s.warnings;
@@ -185,6 +189,11 @@ std::string format_summary(const FabricSummary& s) {
   for (auto it = s.optics_by_gbps.rbegin(); it != s.optics_by_gbps.rend(); ++it)
     optics += fmt::format("{}{}x {}G", optics.empty() ? "" : ", ", it->second, it->first);
   out += fmt::format("optics   {} transceivers ({})\n", s.optics, optics.empty() ? "none" : optics);
+  std::string links;
+  for (auto it = s.links_by_gbps.rbegin(); it != s.links_by_gbps.rend(); ++it)
+    links += fmt::format("{}{}x {}G", links.empty() ? "" : ", ", it->second, it->first);
+  out += fmt::format("cost     {} switches, {} transceivers, links {}\n", s.switches, s.optics,
+                     links.empty() ? "none" : links);
   for (const std::string& w : s.warnings) out += "warning: " + w + "\n";
   return out;
 }

@@ -33,6 +33,10 @@ enum class Placement { kPacked, kFragmented };
 // How a connection's bytes are spread over its QPs: NCCL splits evenly (a connection is as fast
 // as its slowest QP); adaptive moves bytes to whichever QP is free (HPN-style least-loaded QP).
 enum class QpBalance { kEqualSplit, kAdaptive };
+// How connections are routed: one at a time (the reference), or by classes of connections with
+// their multiplicity (uniform all-to-all; same loads, far less work). Auto uses classes wherever
+// they apply and nothing needs the stored flows (goodput, event simulation).
+enum class SimEngine { kAuto, kConnections, kClasses };
 
 std::optional<TrafficPattern> parse_pattern(std::string_view text);  // alltoall, moe, permutation,
                                                                      // ring, tree
@@ -58,6 +62,7 @@ struct FlowSimOptions {
   int trials = 1;            // independent hash seeds / draws; results are means
   std::uint64_t seed = 1;
   std::vector<std::string> fail_links;  // taken down first: "r3-07:17", "node0001:mlx5_0:1", "#12"
+  std::vector<std::string> fail_switches;  // every link of these switches down: "s3-00", "r3-07"
   int fail_random_links = 0;            // random switch-to-switch links taken down
   size_t event_sim_limit = 200000;      // subflows beyond which "event" falls back to "bounds"
   bool force_event = false;             // use the event simulation even where max-load is exact
@@ -66,6 +71,9 @@ struct FlowSimOptions {
   // of max-min solves to about ln(T_last / T_first) / tolerance.
   double event_tolerance = 0.005;
   size_t goodput_limit = 2000000;       // subflows beyond which the t=0 goodput is skipped
+  SimEngine engine = SimEngine::kAuto;
+  // Refuse up front, with the estimate, a simulation whose memory would exceed this.
+  double memory_limit_gib = 8.0;
 };
 
 // Link load relative to the ideal: (bytes / capacity) / ideal time. 1.0 = as busy as the busiest
@@ -80,10 +88,15 @@ struct LoadDistribution {
 struct JobOutcome {
   int hosts = 0, gpus = 0;
   double completion_s = 0, ideal_s = 0, efficiency = 0;
+  int segments = 0;  // segments (sets of leaves) its hosts span
 };
 
 struct FlowSimResult {
   std::string fabric, pattern, routing, placement, balance, method;
+  std::string engine;            // "classes" or "connections" (first trial)
+  size_t classes = 0;            // leaf-pair classes routed by the class engine
+  size_t exact_connections = 0;  // connections it routed one by one (irregular: faults)
+  double memory_estimate_gib = 0;
   int gpus = 0, hosts = 0, jobs = 0, qps = 0, trials = 0;
   double bytes_per_gpu = 0;
   size_t connections = 0, subflows = 0, unroutable = 0;
@@ -110,9 +123,14 @@ struct FlowSimResult {
 using Progress = std::function<void(const std::string& message)>;
 
 // Throws std::invalid_argument for options that do not make sense for the fabric (naming the
-// option), topo::FabricError for a link spec that names nothing.
+// option) or a simulation whose memory estimate exceeds memory_limit_gib, topo::FabricError for a
+// link spec that names nothing.
 FlowSimResult simulate(const topo::Fabric& fabric, const FlowSimOptions& options,
                        const Progress& progress = {});
+
+// Memory the simulation would need (GiB): routing tables, per-resource loads and, where the
+// options make it store flows, the flows.
+double estimate_memory_gib(const topo::Fabric& fabric, const FlowSimOptions& options);
 
 nlohmann::json to_json(const FlowSimResult& result);
 std::string format_result(const FlowSimResult& result);

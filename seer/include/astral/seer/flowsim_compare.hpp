@@ -19,11 +19,24 @@
 
 namespace astral::seer {
 
+// One failure case on one row: the element failed (chosen the same way in every design), its blast
+// radius (GPUs whose NIC lost every port / some port) and the all-to-all and ring all-reduce
+// outcomes with it.
+struct FailureOutcome {
+  std::string failure;  // "spine" | "tor" | "nic-port" | "links:K"
+  std::string element;  // "s0-00", "r0-00a", "node0001:mlx5_0:1", "12 random links"
+  int gpus_cut_off = 0, gpus_degraded = 0;
+  double alltoall_efficiency = 0, allreduce_efficiency = 0;  // relative to the ideal
+  double alltoall_slowdown = 0, allreduce_slowdown = 0;      // completion / no-failure completion - 1
+};
+
 struct CompareRow {
   std::string fabric_kind;
   std::string routing;
   topo::FabricSummary summary;
   FlowSimResult result;
+  double allreduce_efficiency = 0;  // ring all-reduce, only when failures are asked
+  std::vector<FailureOutcome> failures;
 };
 
 struct FabricComparison {
@@ -36,8 +49,11 @@ struct FabricComparison {
 
 // Generates both fabrics from `fabric` (kind and gpus are set per row) and runs `sim` with each
 // row's routing; sim.routing.seed and polarisation are kept, its choice/pxn replaced.
+// `failures`: cases run on every row ("spine", "tor", "nic-port", "links:K"); throws
+// std::invalid_argument for an unknown case.
 FabricComparison compare_fabrics(int gpus, const topo::GenerateOptions& fabric, const FlowSimOptions& sim,
-                           const Progress& progress = {});
+                                 const Progress& progress = {},
+                                 const std::vector<std::string>& failures = {});
 
 nlohmann::json to_json(const FabricComparison& comparison);
 std::string format_comparisons(const std::vector<FabricComparison>& comparisons);

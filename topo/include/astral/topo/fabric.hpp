@@ -171,6 +171,7 @@ class Fabric {
 
  private:
   void validate();
+  void check_planes(size_t link) const;
   void build_indexes();
 
   FabricData data_;

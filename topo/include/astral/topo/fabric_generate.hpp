@@ -42,6 +42,9 @@ struct GenerateOptions {
   double nic_gbps = 400;     // per NIC; split over two ports with dual_plane
   double oversubscription = 1.0;
   bool dual_plane = false;   // each NIC has two ports on two leaves in two planes (dual-ToR)
+  // Multi-plane NICs: 1, 2 or 4 ports per NIC, port p on a leaf of plane p-1, each plane its own
+  // rail fabric up to the core, each port nic_gbps / planes. 0 = 2 with dual_plane, else 1.
+  int planes = 0;
   int tiers = 0;             // fat-tree only: 0 = fewest that fit, or force 2 or 3
   bool bundle = false;       // fewest tier-2 switches, parallel leaf-spine links
   double nvlink_gbps = 3600; // per GPU and direction (H100/H200: 450 GB/s)

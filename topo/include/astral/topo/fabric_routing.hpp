@@ -17,6 +17,16 @@
 
 namespace astral::topo {
 
+// 64-bit mixer (splitmix64 finaliser) used for ECMP hashes and flow keys.
+inline std::uint64_t mix64(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
 enum class PathChoice { kEcmp, kPinned };
 
 struct RoutingPolicy {
@@ -153,8 +163,38 @@ class PathSelector {
   // The same between two host ports' links.
   bool route_links(int src_link, int dst_link, std::uint64_t flow_key, std::vector<int>& out) const;
 
+  // The switch-to-switch hops of one QP from leaf switch `sw` to leaf index `leaf` (route_links
+  // without its two host links): visit(resource) per hop, in order. `ordinal` is the destination
+  // port's ordinal on its leaf (pinning). False, after visiting a prefix, when a stage has no next
+  // hop. Inline so that the flow simulator's class engine walks exactly the path route_links takes.
+  template <class Visit>
+  bool walk(int sw, int leaf, int ordinal, std::uint64_t flow_key, Visit&& visit) const {
+    const int dst_sw = router_.leaf_switch(leaf);
+    std::uint64_t hash = 0;
+    for (int stage = 0; sw != dst_sw; ++stage) {
+      auto group = router_.next_hops(sw, leaf);
+      if (group.empty()) return false;
+      size_t index = group.size() > 1 ? member(group.size(), sw, leaf, stage, ordinal, flow_key, hash) : 0;
+      visit(group[index].resource);
+      sw = group[index].next_switch;
+    }
+    return true;
+  }
+
  private:
   std::uint64_t switch_seed(int sw) const { return seeds_[sw]; }
+  // The group member a QP takes at one stage: by destination when pinned, else by its hash (or the
+  // previous stage's hash again when polarised). `hash` carries the previous stage's hash.
+  size_t member(size_t n, int sw, int leaf, int stage, int ordinal, std::uint64_t flow_key,
+                std::uint64_t& hash) const {
+    if (policy_.choice == PathChoice::kPinned) return size_t(ordinal + stage * (leaf + 1)) % n;
+    bool repeat = stage > 0 && repeat_threshold_ != 0 &&
+                  (repeat_threshold_ == ~std::uint64_t{0} ||
+                   mix64(flow_key ^ (0xc2b2ae3d27d4eb4fULL * std::uint64_t(stage))) < repeat_threshold_);
+    if (!repeat) hash = mix64(flow_key ^ switch_seed(sw));
+    // Lemire's multiply-shift: a uniform index in [0, n) from the high bits of the hash.
+    return size_t((std::uint64_t(std::uint32_t(hash >> 32)) * n) >> 32);
+  }
 
   const Router& router_;
   RoutingPolicy policy_;
@@ -162,14 +202,5 @@ class PathSelector {
   std::uint64_t repeat_threshold_ = 0;  // polarisation as a fraction of 2^64
 };
 
-// 64-bit mixer (splitmix64 finaliser) used for ECMP hashes and flow keys.
-inline std::uint64_t mix64(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
 
 }  // namespace astral::topo

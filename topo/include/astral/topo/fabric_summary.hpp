@@ -44,6 +44,8 @@ struct FabricSummary {
   bool cross_rail_network = true;  // some leaf pair of different rails is joined by the network
   std::map<double, long> optics_by_gbps;  // transceivers by speed (switch side counted per port)
   long optics = 0;
+  std::map<double, long> links_by_gbps;  // cables by speed (host and switch links)
+  long switches = 0;
   std::vector<std::string> warnings;
 };
 
