@@ -66,6 +66,7 @@ std::string format_prediction(const ModelSpec& model, const HardwareSpec& hw, co
   row("exposed DP comm", b.dp);
   row("optimizer step", b.optimizer);
   row("pipeline bubble", b.bubble);
+  if (b.overhead > 0) row("fixed step overhead", b.overhead);
   return o;
 }
 

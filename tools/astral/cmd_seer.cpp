@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "astral/seer/calibrate.hpp"
+#include "astral/seer/calibrate_steps.hpp"
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/report.hpp"
 #include "command.hpp"
@@ -218,15 +219,39 @@ CLI::App* add_search(CLI::App* seer, SearchArgs& a) {
 // ---- calibrate
 
 struct CalibrateArgs {
-  std::string hw, ops, out;
+  std::string hw, ops, steps, out;
+  std::string fit = "compute,comm,overhead";
   bool json = false;
 };
 
+// From measured step times: the profile is written only after the fit succeeded, and atomically.
+int run_calibrate_steps(const CalibrateArgs& a) {
+  json doc = read_json_file(a.steps);
+  std::string hw_name = a.hw.empty() ? step_runs_hardware(doc) : a.hw;
+  if (hw_name.empty())
+    throw cli::UsageError(fmt::format("{}: hardware: missing (name the starting profile there or give --hw)", a.steps));
+  HardwareSpec hw = load_hardware(hw_name);
+  StepFitOptions options;
+  options.fit = step_factors_from_string(a.fit, "--fit");
+  StepFitResult r = calibrate_steps(hw, parse_step_runs(doc, a.steps, hw), options);
+  if (!a.out.empty()) cli::write_text_file_atomically(a.out, to_json(r.calibrated).dump(2) + "\n");
+  if (a.json) {
+    std::cout << to_json(r).dump(2) << "\n";
+  } else {
+    std::cout << format_step_fit(r, a.steps);
+    if (!a.out.empty()) std::cout << "written to " << a.out << "\n";
+  }
+  return cli::kOk;
+}
+
 int run_calibrate(const CalibrateArgs& a) {
+  if (a.ops.empty() == a.steps.empty()) throw cli::UsageError("calibrate: give exactly one of --ops FILE and --steps FILE");
+  if (!a.steps.empty()) return run_calibrate_steps(a);
+  if (a.hw.empty()) throw cli::UsageError("calibrate --ops: --hw is required");
   HardwareSpec hw = load_hardware(a.hw);
   auto ops = parse_operator_csv(cli::read_text_file(a.ops), a.ops);
   CalibrationResult r = calibrate(hw, ops);
-  if (!a.out.empty()) cli::write_text_file(a.out, to_json(r.calibrated).dump(2) + "\n");
+  if (!a.out.empty()) cli::write_text_file_atomically(a.out, to_json(r.calibrated).dump(2) + "\n");
   if (a.json) {
     std::cout << to_json(r).dump(2) << "\n";
   } else {
@@ -237,10 +262,12 @@ int run_calibrate(const CalibrateArgs& a) {
 }
 
 CLI::App* add_calibrate(CLI::App* seer, CalibrateArgs& a) {
-  auto* cmd = seer->add_subcommand("calibrate", "fit the hardware profile's efficiencies to measured operator times");
-  cmd->add_option("--hw", a.hw, "hardware JSON file or bundled name to start from")->required();
-  cmd->add_option("--ops", a.ops, "CSV of measured operators: kind,m,n,k,batch,bytes,dtype,time_us[,name]")
-      ->required();
+  auto* cmd = seer->add_subcommand(
+      "calibrate", "fit the hardware profile to measured operator times (--ops) or step times of runs (--steps)");
+  cmd->add_option("--hw", a.hw, "hardware JSON file or bundled name to start from (--steps: default the file's)");
+  cmd->add_option("--ops", a.ops, "CSV of measured operators: kind,m,n,k,batch,bytes,dtype,time_us[,name]");
+  cmd->add_option("--steps", a.steps, "JSON of measured runs: {hardware, runs: [{name, model, config, gpus, measured_s}]}");
+  cmd->add_option("--fit", a.fit, "--steps: factors to fit, from compute,comm,overhead (default all three)");
   cmd->add_option("--out", a.out, "write the calibrated hardware profile here");
   cmd->add_flag("--json", a.json, "print JSON instead of text");
   return cmd;
