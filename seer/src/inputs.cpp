@@ -89,6 +89,14 @@ TrainConfig load_config(const std::string& name_or_path) {
   return with_origin(name_or_path, [&] { return config_from_json(j); });
 }
 
+ModelSpec model_from_entry(const nlohmann::json& v) {
+  return v.is_object() ? model_from_json(v) : load_model(v.is_string() ? v.get<std::string>() : v.dump());
+}
+
+TrainConfig config_from_entry(const nlohmann::json& v) {
+  return v.is_object() ? config_from_json(v) : load_config(v.is_string() ? v.get<std::string>() : v.dump());
+}
+
 Network load_network(const std::string& name_or_path, const HardwareSpec& hw) {
   auto j = load_json("networks", name_or_path);
   return with_origin(name_or_path, [&] {

@@ -186,7 +186,7 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
     st.pp = run.stage_p2p[s];
     st.dp = grad_exposed + gather_exposed;
     st.optimizer = opt;
-    st.end = run.stage_end[s] + st.dp + st.optimizer;
+    st.end = run.stage_end[s] + st.dp + st.optimizer + hw.eff.step_overhead;
     grad_times[s] = grad;
     grad_exposed_times[s] = grad_exposed;
     gather_times[s] = gather;
@@ -197,9 +197,9 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
                          p.stages.begin());
   const StageTimes& cs = p.stages[p.critical_stage];
   p.step_time = cs.end;
-  p.breakdown = {cs.compute, cs.tp, cs.ep, cs.pp, cs.dp, cs.optimizer, 0};
-  p.breakdown.bubble =
-      std::max(0.0, p.step_time - (cs.compute + cs.tp + cs.ep + cs.pp + cs.dp + cs.optimizer));
+  p.breakdown = {cs.compute, cs.tp, cs.ep, cs.pp, cs.dp, cs.optimizer, 0, hw.eff.step_overhead};
+  p.breakdown.bubble = std::max(
+      0.0, p.step_time - (cs.compute + cs.tp + cs.ep + cs.pp + cs.dp + cs.optimizer + hw.eff.step_overhead));
 
   const double peak = hw.peak(config.dtype) > 0 ? hw.peak(config.dtype) : hw.peak(DType::kBf16);
   p.model_flops = model_flops_per_step(model, config.global_batch);
@@ -238,7 +238,7 @@ nlohmann::json to_json(const Prediction& p) {
           {"memory", to_json(p.memory)},
           {"breakdown",
            {{"compute_s", b.compute}, {"exposed_comm_s", {{"tp", b.tp}, {"ep", b.ep}, {"pp", b.pp}, {"dp", b.dp}}},
-            {"optimizer_s", b.optimizer}, {"bubble_s", b.bubble}}},
+            {"optimizer_s", b.optimizer}, {"bubble_s", b.bubble}, {"overhead_s", b.overhead}}},
           {"critical_stage", p.critical_stage},
           {"layer_forward_s", p.layer_forward},
           {"layer_backward_s", p.layer_backward},

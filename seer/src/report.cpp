@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "astral/seer/inputs.hpp"
 #include "units.hpp"
 
 namespace astral::seer {
@@ -65,6 +66,7 @@ std::string format_prediction(const ModelSpec& model, const HardwareSpec& hw, co
   row("exposed DP comm", b.dp);
   row("optimizer step", b.optimizer);
   row("pipeline bubble", b.bubble);
+  if (b.overhead > 0) row("fixed step overhead", b.overhead);
   return o;
 }
 
@@ -173,6 +175,69 @@ nlohmann::json to_json(const SearchResult& r) {
           {"out_of_memory", r.out_of_memory}, {"bounded", r.bounded}, {"evaluated", r.evaluated},
           {"seconds", r.seconds},
           {"top", top}};
+}
+
+std::string format_collective(Collective c, double bytes, const Group& g, const CostTable& t,
+                              const CollectiveCost& best) {
+  return format_cost_table(c, bytes, g, t) +
+         fmt::format("best: {} / {}, {:.1f} us, algorithm bandwidth {:.1f} GB/s\n", to_string(best.algorithm),
+                     to_string(best.protocol), best.seconds * 1e6, best.seconds > 0 ? bytes / best.seconds / 1e9 : 0.0);
+}
+
+std::string format_bundled_list() {
+  std::string o;
+  for (const char* category : {"models", "hardware", "configs", "networks", "validation"}) {
+    o += fmt::format("{}:", category);
+    for (const auto& name : bundled_names(category)) o += " " + name;
+    o += "\n";
+  }
+  return o;
+}
+
+nlohmann::json to_json(const CalibrationResult& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& x : r.rows)
+    rows.push_back({{"name", x.name}, {"measured_s", x.measured}, {"before_s", x.before}, {"after_s", x.after}});
+  return {{"hardware", to_json(r.calibrated)}, {"mean_abs_error_pct_before", r.mean_abs_pct_before},
+          {"mean_abs_error_pct_after", r.mean_abs_pct_after}, {"fitted", r.fitted}, {"rows", rows}};
+}
+
+nlohmann::json prediction_report(const ModelSpec& model, const HardwareSpec& hw, const TrainConfig& config, int gpus,
+                                 const Prediction& p) {
+  nlohmann::json j = to_json(p);
+  j["model"] = model.name;
+  j["hardware"] = hw.name;
+  j["gpus"] = gpus;
+  j["config"] = to_json(config);
+  return j;
+}
+
+nlohmann::json timeline_metadata(const ModelSpec& model, const HardwareSpec& hw, const TrainConfig& config, int gpus,
+                                 const Prediction& p) {
+  return {{"seer", {{"model", model.name}, {"hardware", hw.name}, {"gpus", gpus}, {"step_time_s", p.step_time},
+                    {"tp", config.tp}, {"pp", config.pp}, {"dp", config.dp}, {"config", to_json(config)}}}};
+}
+
+nlohmann::json search_report(const ModelSpec& model, const HardwareSpec& hw, const Network& net, int gpus,
+                             const SearchResult& r) {
+  nlohmann::json j = to_json(r);
+  j["model"] = model.name;
+  j["hardware"] = hw.name;
+  j["gpus"] = gpus;
+  j["network"] = net.name;
+  return j;
+}
+
+nlohmann::json collective_report(Collective c, double bytes, const Group& g, const CostTable& t,
+                                 const CollectiveCost& best) {
+  nlohmann::json table = nlohmann::json::object();
+  for (int a = 0; a < kAlgorithms; ++a)
+    for (int p = 0; p < kProtocols; ++p)
+      if (t[a][p] >= 0) table[to_string(static_cast<Algorithm>(a))][to_string(static_cast<Protocol>(p))] = t[a][p];
+  return {{"op", to_string(c)}, {"bytes", bytes}, {"ranks", g.ranks}, {"per_host", g.per_host}, {"hosts", g.hosts()},
+          {"seconds", table},
+          {"best", {{"algorithm", to_string(best.algorithm)}, {"protocol", to_string(best.protocol)},
+                    {"seconds", best.seconds}}}};
 }
 
 }  // namespace astral::seer

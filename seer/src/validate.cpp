@@ -12,11 +12,6 @@
 namespace astral::seer {
 namespace {
 
-ModelSpec model_of(const nlohmann::json& v) { return v.is_object() ? model_from_json(v) : load_model(v.get<std::string>()); }
-TrainConfig config_of(const nlohmann::json& v) {
-  return v.is_object() ? config_from_json(v) : load_config(v.get<std::string>());
-}
-
 const nlohmann::json& field(const nlohmann::json& j, const char* key, const std::string& where) {
   if (!j.is_object() || !j.contains(key)) throw SpecError(fmt::format("{}.{}: missing", where, key));
   return j.at(key);
@@ -61,8 +56,8 @@ ValidationReport run_validation(const nlohmann::json& set, const HardwareSpec* h
     for (size_t i = 0; i < set[list].size(); ++i) fn(set[list][i], fmt::format("validation.{}[{}]", list, i));
   };
   auto predict_case = [&](const nlohmann::json& c, const std::string& where) {
-    ModelSpec m = model_of(field(c, "model", where));
-    TrainConfig cfg = config_of(field(c, "config", where));
+    ModelSpec m = model_from_entry(field(c, "model", where));
+    TrainConfig cfg = config_from_entry(field(c, "config", where));
     int gpus = int(number(c, "gpus", where));
     return predict(m, hw, uniform_network(hw, gpus), cfg, gpus);
   };

@@ -132,3 +132,52 @@ TEST_CASE("seer collective prints NCCL's algorithm x protocol table") {
   CHECK(doc["best"]["algorithm"] == "nvls");
   CHECK(doc["seconds"]["ring"].contains("simple"));
 }
+
+TEST_CASE("seer calibrate --steps fits published runs, writes a profile predict accepts, and predicts held-out runs") {
+  // Fit set: the four full-recompute rows of Korthikanti et al. Table 3. Held out: the
+  // sequence-parallel + selective rows of the same table (never in the fit).
+  astral::test::TempDir dir;
+  const std::string out = dir / "stack.json";
+  const std::string runs = fixture("astral/seer/korthikanti-full-recompute-runs.json");
+  auto r = run_process({ASTRAL_CLI, "seer", "calibrate", "--steps", runs, "--out", out, "--json"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  json doc = json::parse(r.out);
+  CHECK(doc["fitted"].size() == 3);
+  CHECK(doc["rows"].size() == 4);
+  CHECK(doc["leave_one_out"]["mean_abs_error_pct"].is_number());
+  CHECK(doc["mean_abs_error_pct_after"].get<double>() <= doc["mean_abs_error_pct_before"].get<double>() + 1e-9);
+  const std::pair<const char*, double> held_out[] = {{"korthikanti-175b-selective", 13.75}};
+  for (const auto& [config, measured] : held_out) {
+    auto p = run_process({ASTRAL_CLI, "seer", "predict", "--model", "gpt3-175b", "--hw", out, "--gpus", "64",
+                          "--config", config, "--json"});
+    INFO(p.err);
+    REQUIRE(p.exit_code == 0);
+    CHECK(json::parse(p.out)["step_time_s"].get<double>() == Approx(measured).epsilon(0.10));
+  }
+  auto s = run_process({ASTRAL_CLI, "seer", "search", "--model", "korthikanti-22b", "--hw", out, "--gpus", "8",
+                        "--global-batch", "8", "--top", "1", "--no-progress"});
+  CHECK(s.exit_code == 0);
+  auto text = run_process({ASTRAL_CLI, "seer", "calibrate", "--steps", runs});
+  CHECK(text.out.find("leave-one-out error") != std::string::npos);
+}
+
+TEST_CASE("seer calibrate --steps: too few runs, bad layouts: one line, exit 2, no profile written") {
+  astral::test::TempDir dir;
+  const std::string runs = dir / "runs.json", out = dir / "stack.json";
+  std::ofstream(runs) << R"({"hardware": "a100-80gb", "runs": [
+    {"name": "a", "model": "korthikanti-22b", "config": "korthikanti-22b-full", "gpus": 8, "measured_s": 1.42},
+    {"name": "b", "model": "gpt3-175b", "config": "korthikanti-175b-full", "gpus": 64, "measured_s": 18.13}]})";
+  auto few = run_process({ASTRAL_CLI, "seer", "calibrate", "--steps", runs, "--out", out});
+  CHECK(few.exit_code == 2);
+  CHECK(few.err.find("2 run(s) cannot determine 3 factors") != std::string::npos);
+  CHECK(std::count(few.err.begin(), few.err.end(), '\n') == 1);
+  CHECK_FALSE(std::ifstream(out).good());
+  std::ofstream(runs) << R"({"hardware": "a100-80gb", "runs": [
+    {"name": "a", "model": "gpt3-175b", "config": {"global_batch": 8, "tp": 7}, "gpus": 56, "measured_s": 3}]})";
+  auto bad = run_process({ASTRAL_CLI, "seer", "calibrate", "--steps", runs, "--out", out});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("runs[0].config: config.tp") != std::string::npos);
+  CHECK(bad.err.find(runs) != std::string::npos);
+  CHECK_FALSE(std::ifstream(out).good());
+}

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -11,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "astral/seer/calibrate.hpp"
+#include "astral/seer/calibrate_steps.hpp"
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/report.hpp"
 #include "command.hpp"
@@ -104,262 +104,307 @@ json read_json_file(const std::string& path) {
   }
 }
 
-// SpecError (bad input) becomes a usage error with the same one-line message.
-template <typename F>
-void guarded(F&& f) {
+// ---- predict
+
+struct PredictArgs {
+  Common common;
+  LayoutFlags layout;
+  std::string timeline;
+  std::string timeline_level = "op";
+};
+
+int run_predict(const PredictArgs& a) {
+  ModelSpec model = load_model(a.common.model);
+  HardwareSpec hw = load_hardware(a.common.hw);
+  TrainConfig config = layout_of(a.layout);
+  validate(model, config, a.common.gpus);
+  Network net = network_of(a.common, hw);
+  std::vector<TimelineEvent> events;
+  PredictOptions opts;
+  if (!a.timeline.empty()) opts.timeline = &events;
+  opts.timeline_layers_only = a.timeline_level == "layer";
+  Prediction p = predict(model, hw, net, config, a.common.gpus, opts);
+  if (!a.timeline.empty())
+    cli::write_text_file(a.timeline, chrome_trace(events, timeline_metadata(model, hw, config, a.common.gpus, p)).dump());
+  if (a.common.json) {
+    std::cout << prediction_report(model, hw, config, a.common.gpus, p).dump(2) << "\n";
+  } else {
+    std::cout << format_prediction(model, hw, net, config, a.common.gpus, p);
+    if (!a.timeline.empty()) std::cout << fmt::format("timeline    {} ({} events)\n", a.timeline, events.size());
+  }
+  return p.memory.fits() ? cli::kOk : cli::kChecksFailed;
+}
+
+CLI::App* add_predict(CLI::App* seer, PredictArgs& a) {
+  auto* cmd = seer->add_subcommand("predict", "predict one training step: time, MFU/HFU, memory, breakdown");
+  add_common(cmd, a.common, true);
+  add_layout(cmd, a.layout);
+  cmd->add_option("--timeline", a.timeline, "write the step's operator timeline as Chrome trace JSON");
+  cmd->add_option("--timeline-level", a.timeline_level, "op (every operator, for compare) or layer (smaller)")
+      ->check(CLI::IsMember({"op", "layer"}));
+  return cmd;
+}
+
+// ---- search
+
+struct SearchArgs {
+  Common common;
+  SearchOptions options;
+  bool quiet = false;
+  std::string recompute_list;
+  std::string base_config;
+};
+
+std::vector<Recompute> recompute_modes(const std::string& list) {
+  std::vector<Recompute> modes;
+  std::stringstream ss(list);
+  for (std::string m; std::getline(ss, m, ',');) {
+    if (m == "none") modes.push_back(Recompute::kNone);
+    else if (m == "selective") modes.push_back(Recompute::kSelective);
+    else if (m == "full") modes.push_back(Recompute::kFull);
+    else throw cli::UsageError(fmt::format("--recompute: unknown mode \"{}\" (none, selective, full)", m));
+  }
+  return modes;
+}
+
+// A live bar on a terminal; one summary line otherwise (logs stay readable).
+void draw_search_progress(size_t done, size_t total) {
+  const int width = 30;
+  int filled = total ? int(double(done) / total * width) : width;
+  std::fprintf(stderr, "\rastral seer search: [%s%s] %zu/%zu layouts", std::string(filled, '#').c_str(),
+               std::string(width - filled, '.').c_str(), done, total);
+  if (done == total) std::fprintf(stderr, "\n");
+}
+
+int run_search(const SearchArgs& a) {
+  ModelSpec model = load_model(a.common.model);
+  HardwareSpec hw = load_hardware(a.common.hw);
+  Network net = network_of(a.common, hw);
+  SearchOptions opts = a.options;
+  if (!a.base_config.empty()) {
+    opts.base = load_config(a.base_config);
+    if (opts.global_batch == 0) opts.global_batch = opts.base.global_batch;
+  }
+  if (!a.recompute_list.empty()) opts.recompute = recompute_modes(a.recompute_list);
+  const bool terminal = isatty(STDERR_FILENO);
+  if (!a.quiet && terminal) opts.progress = draw_search_progress;
+  SearchResult r = search(model, hw, net, a.common.gpus, opts);
+  if (!a.quiet && !terminal)
+    std::fprintf(stderr, "astral seer search: %zu layouts, %zu predicted in %.2f s\n", r.enumerated, r.evaluated,
+                 r.seconds);
+  std::cout << (a.common.json ? search_report(model, hw, net, a.common.gpus, r).dump(2) + "\n"
+                              : format_search(model, hw, net, a.common.gpus, r));
+  return r.top.empty() ? cli::kChecksFailed : cli::kOk;
+}
+
+CLI::App* add_search(CLI::App* seer, SearchArgs& a) {
+  auto* cmd = seer->add_subcommand("search", "enumerate parallel layouts, prune by memory, rank by step time");
+  auto& o = a.options;
+  add_common(cmd, a.common, true);
+  cmd->add_option("--global-batch", o.global_batch, "sequences per step (default: about 4M tokens)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--top", o.top_k, "how many layouts to print")->check(CLI::PositiveNumber);
+  cmd->add_option("--tp", o.tp, "tensor-parallel sizes to try (default 1,2,4,... up to GPUs per host)")->delimiter(',');
+  cmd->add_option("--pp", o.pp, "pipeline sizes to try (default: divisors of the layer count)")->delimiter(',');
+  cmd->add_option("--micro-batch", o.micro_batch, "micro-batch sizes to try (default 1,2,4,8)")->delimiter(',');
+  cmd->add_option("--vp", o.vp, "virtual pipeline stages to try (default 1,2,3,4,6,8)")->delimiter(',');
+  cmd->add_option("--ep", o.ep, "expert-parallel sizes to try (default: divisors of the expert count)")->delimiter(',');
+  cmd->add_option("--recompute", a.recompute_list, "recompute modes to try (default none,selective,full)");
+  cmd->add_option("--config", a.base_config,
+                  "configuration whose fixed switches (dtype, flash attention, overlaps) the layouts share");
+  cmd->add_flag("--no-progress", a.quiet, "no progress bar on stderr");
+  return cmd;
+}
+
+// ---- calibrate
+
+struct CalibrateArgs {
+  std::string hw, ops, steps, out;
+  std::string fit = "compute,comm,overhead";
+  bool json = false;
+};
+
+// From measured step times: the profile is written only after the fit succeeded, and atomically.
+int run_calibrate_steps(const CalibrateArgs& a) {
+  json doc = read_json_file(a.steps);
+  std::string hw_name = a.hw.empty() ? step_runs_hardware(doc) : a.hw;
+  if (hw_name.empty())
+    throw cli::UsageError(fmt::format("{}: hardware: missing (name the starting profile there or give --hw)", a.steps));
+  HardwareSpec hw = load_hardware(hw_name);
+  StepFitOptions options;
+  options.fit = step_factors_from_string(a.fit, "--fit");
+  StepFitResult r = calibrate_steps(hw, parse_step_runs(doc, a.steps, hw), options);
+  if (!a.out.empty()) cli::write_text_file_atomically(a.out, to_json(r.calibrated).dump(2) + "\n");
+  if (a.json) {
+    std::cout << to_json(r).dump(2) << "\n";
+  } else {
+    std::cout << format_step_fit(r, a.steps);
+    if (!a.out.empty()) std::cout << "written to " << a.out << "\n";
+  }
+  return cli::kOk;
+}
+
+int run_calibrate(const CalibrateArgs& a) {
+  if (a.ops.empty() == a.steps.empty()) throw cli::UsageError("calibrate: give exactly one of --ops FILE and --steps FILE");
+  if (!a.steps.empty()) return run_calibrate_steps(a);
+  if (a.hw.empty()) throw cli::UsageError("calibrate --ops: --hw is required");
+  HardwareSpec hw = load_hardware(a.hw);
+  auto ops = parse_operator_csv(cli::read_text_file(a.ops), a.ops);
+  CalibrationResult r = calibrate(hw, ops);
+  if (!a.out.empty()) cli::write_text_file_atomically(a.out, to_json(r.calibrated).dump(2) + "\n");
+  if (a.json) {
+    std::cout << to_json(r).dump(2) << "\n";
+  } else {
+    std::cout << format_calibration(r);
+    if (!a.out.empty()) std::cout << "written to " << a.out << "\n";
+  }
+  return cli::kOk;
+}
+
+CLI::App* add_calibrate(CLI::App* seer, CalibrateArgs& a) {
+  auto* cmd = seer->add_subcommand(
+      "calibrate", "fit the hardware profile to measured operator times (--ops) or step times of runs (--steps)");
+  cmd->add_option("--hw", a.hw, "hardware JSON file or bundled name to start from (--steps: default the file's)");
+  cmd->add_option("--ops", a.ops, "CSV of measured operators: kind,m,n,k,batch,bytes,dtype,time_us[,name]");
+  cmd->add_option("--steps", a.steps, "JSON of measured runs: {hardware, runs: [{name, model, config, gpus, measured_s}]}");
+  cmd->add_option("--fit", a.fit, "--steps: factors to fit, from compute,comm,overhead (default all three)");
+  cmd->add_option("--out", a.out, "write the calibrated hardware profile here");
+  cmd->add_flag("--json", a.json, "print JSON instead of text");
+  return cmd;
+}
+
+// ---- compare
+
+struct CompareArgs {
+  std::string predicted, measured;
+  int rank = -1;
+  bool json = false;
+};
+
+int run_compare(const CompareArgs& a) {
+  json p = read_json_file(a.predicted), m = read_json_file(a.measured);
+  Comparison c;
   try {
-    f();
-  } catch (const SpecError& e) {
+    c = compare_timelines(p, m, CompareOptions{a.rank});
+  } catch (const std::runtime_error& e) {
     throw cli::UsageError(e.what());
   }
+  std::cout << (a.json ? to_json(c).dump(2) + "\n" : format_comparison(c));
+  return cli::kOk;
+}
+
+CLI::App* add_compare(CLI::App* seer, CompareArgs& a) {
+  auto* cmd = seer->add_subcommand("compare", "compare a predicted timeline with a PyTorch profiler (Kineto) trace");
+  cmd->add_option("--predicted", a.predicted, "timeline from astral seer predict --timeline")->required();
+  cmd->add_option("--measured", a.measured, "Kineto trace JSON (torch.profiler export_chrome_trace)")->required();
+  cmd->add_option("--rank", a.rank, "predicted rank to compare (default: the measured trace's rank)");
+  cmd->add_flag("--json", a.json, "print JSON instead of text");
+  return cmd;
+}
+
+// ---- validate
+
+struct ValidateArgs {
+  std::string set = "korthikanti", hw;
+  bool json = false;
+};
+
+int run_validate(const ValidateArgs& a) {
+  json set = load_json("validation", a.set);
+  HardwareSpec hw;
+  if (!a.hw.empty()) hw = load_hardware(a.hw);
+  ValidationReport r = run_validation(set, a.hw.empty() ? nullptr : &hw);
+  std::cout << (a.json ? to_json(r).dump(2) + "\n" : format_validation(r));
+  return r.within_tolerance() ? cli::kOk : cli::kChecksFailed;
+}
+
+CLI::App* add_validate(CLI::App* seer, ValidateArgs& a) {
+  auto* cmd = seer->add_subcommand("validate", "predict a published validation set and report the errors");
+  cmd->add_option("--set", a.set, "validation set JSON file or bundled name (default korthikanti)");
+  cmd->add_option("--hw", a.hw, "hardware profile to use instead of the set's");
+  cmd->add_flag("--json", a.json, "print JSON instead of text");
+  return cmd;
+}
+
+// ---- collective
+
+struct CollectiveArgs {
+  Common common;
+  std::string op = "allreduce";
+  double bytes = 1 << 30;
+  int ranks = 0, stride = 1;
+};
+
+int run_collective(const CollectiveArgs& a) {
+  HardwareSpec hw = load_hardware(a.common.hw);
+  Network net = network_of(a.common, hw);
+  int ranks = a.ranks ? a.ranks : a.common.gpus;
+  if (ranks > a.common.gpus)
+    throw cli::UsageError(fmt::format("--ranks {} does not fit in --gpus {}", ranks, a.common.gpus));
+  Collective op = Collective::kAllReduce;
+  for (int i = 0; i <= int(Collective::kSendRecv); ++i)
+    if (a.op == to_string(static_cast<Collective>(i))) op = static_cast<Collective>(i);
+  Group g = group_of(ranks, a.stride, net.gpus_per_host);
+  CollectiveModel model(net, g);
+  CostTable t;
+  model.cost_table(op, a.bytes, t);
+  CollectiveCost best = model.best(op, a.bytes);
+  std::cout << (a.common.json ? collective_report(op, a.bytes, g, t, best).dump(2) + "\n"
+                              : format_collective(op, a.bytes, g, t, best));
+  return cli::kOk;
+}
+
+CLI::App* add_collective(CLI::App* seer, CollectiveArgs& a) {
+  auto* cmd = seer->add_subcommand("collective", "cost one collective for every NCCL algorithm and protocol");
+  cmd->add_option("--hw", a.common.hw, "hardware JSON file or bundled name")->required();
+  cmd->add_option("--gpus", a.common.gpus, "GPUs in the cluster")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--network", a.common.network, "network JSON file or bundled name");
+  cmd->add_option("--op", a.op, "allreduce | allgather | reducescatter | alltoall | broadcast | reduce | sendrecv")
+      ->check(CLI::IsMember({"allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv"}));
+  cmd->add_option("--bytes", a.bytes, "buffer size in bytes (NCCL's convention)")->check(CLI::PositiveNumber);
+  cmd->add_option("--ranks", a.ranks, "communicator size (default: all GPUs)")->check(CLI::PositiveNumber);
+  cmd->add_option("--stride", a.stride, "distance between members in rank order (8 = one per host)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", a.common.json, "print JSON instead of text");
+  return cmd;
+}
+
+// ---- registration
+
+struct SeerArgs {
+  PredictArgs predict;
+  SearchArgs search;
+  CalibrateArgs calibrate;
+  CompareArgs compare;
+  ValidateArgs validate;
+  CollectiveArgs collective;
+};
+
+// The subcommand runs `fn(args)`; its result is the exit code, and a SpecError (bad input)
+// becomes a usage error with the same one-line message.
+template <typename Args>
+void on_run(CLI::App* cmd, cli::Outcome& outcome, int (*fn)(const Args&), const Args& args) {
+  cmd->callback([&outcome, fn, &args] {
+    try {
+      outcome.exit_code = fn(args);
+    } catch (const SpecError& e) {
+      throw cli::UsageError(e.what());
+    }
+  });
 }
 
 void register_seer(CLI::App& root, cli::Outcome& outcome) {
+  static SeerArgs args;  // CLI11 writes the parsed flags here; the callbacks read them
   auto* seer = root.add_subcommand("seer", "Seer: predict step time, search parallel layouts, calibrate, compare");
   seer->require_subcommand(1);
-
-  // ---- predict
-  static Common pc;
-  static LayoutFlags pl;
-  static std::string timeline;
-  auto* predict_cmd = seer->add_subcommand("predict", "predict one training step: time, MFU/HFU, memory, breakdown");
-  add_common(predict_cmd, pc, true);
-  add_layout(predict_cmd, pl);
-  predict_cmd->add_option("--timeline", timeline, "write the step's operator timeline as Chrome trace JSON");
-  static std::string timeline_level = "op";
-  predict_cmd->add_option("--timeline-level", timeline_level, "op (every operator, for compare) or layer (smaller)")
-      ->check(CLI::IsMember({"op", "layer"}));
-  predict_cmd->callback([&outcome] {
-    guarded([&] {
-      ModelSpec model = load_model(pc.model);
-      HardwareSpec hw = load_hardware(pc.hw);
-      TrainConfig config = layout_of(pl);
-      validate(model, config, pc.gpus);
-      Network net = network_of(pc, hw);
-      std::vector<TimelineEvent> events;
-      PredictOptions opts;
-      if (!timeline.empty()) opts.timeline = &events;
-      opts.timeline_layers_only = timeline_level == "layer";
-      Prediction p = predict(model, hw, net, config, pc.gpus, opts);
-      if (!timeline.empty()) {
-        json meta = {{"seer", {{"model", model.name}, {"hardware", hw.name}, {"gpus", pc.gpus},
-                               {"step_time_s", p.step_time}, {"tp", config.tp}, {"pp", config.pp},
-                               {"dp", config.dp}, {"config", to_json(config)}}}};
-        cli::write_text_file(timeline, chrome_trace(events, meta).dump());
-      }
-      if (pc.json) {
-        json j = to_json(p);
-        j["model"] = model.name;
-        j["hardware"] = hw.name;
-        j["gpus"] = pc.gpus;
-        j["config"] = to_json(config);
-        std::cout << j.dump(2) << "\n";
-      } else {
-        std::cout << format_prediction(model, hw, net, config, pc.gpus, p);
-        if (!timeline.empty()) std::cout << fmt::format("timeline    {} ({} events)\n", timeline, events.size());
-      }
-      outcome.exit_code = p.memory.fits() ? cli::kOk : cli::kChecksFailed;
-    });
-  });
-
-  // ---- search
-  static Common sc;
-  static SearchOptions so;
-  static bool quiet = false;
-  static std::string recompute_list;
-  auto* search_cmd = seer->add_subcommand("search", "enumerate parallel layouts, prune by memory, rank by step time");
-  add_common(search_cmd, sc, true);
-  search_cmd->add_option("--global-batch", so.global_batch, "sequences per step (default: about 4M tokens)")
-      ->check(CLI::PositiveNumber);
-  search_cmd->add_option("--top", so.top_k, "how many layouts to print")->check(CLI::PositiveNumber);
-  search_cmd->add_option("--tp", so.tp, "tensor-parallel sizes to try (default 1,2,4,... up to GPUs per host)")
-      ->delimiter(',');
-  search_cmd->add_option("--pp", so.pp, "pipeline sizes to try (default: divisors of the layer count)")->delimiter(',');
-  search_cmd->add_option("--micro-batch", so.micro_batch, "micro-batch sizes to try (default 1,2,4,8)")->delimiter(',');
-  search_cmd->add_option("--vp", so.vp, "virtual pipeline stages to try (default 1,2,3,4,6,8)")->delimiter(',');
-  search_cmd->add_option("--ep", so.ep, "expert-parallel sizes to try (default: divisors of the expert count)")
-      ->delimiter(',');
-  search_cmd->add_option("--recompute", recompute_list, "recompute modes to try (default none,selective,full)");
-  static std::string search_base;
-  search_cmd->add_option("--config", search_base,
-                         "configuration whose fixed switches (dtype, flash attention, overlaps) the layouts share");
-  search_cmd->add_flag("--no-progress", quiet, "no progress bar on stderr");
-  search_cmd->callback([&outcome] {
-    guarded([&] {
-      ModelSpec model = load_model(sc.model);
-      HardwareSpec hw = load_hardware(sc.hw);
-      Network net = network_of(sc, hw);
-      SearchOptions opts = so;
-      if (!search_base.empty()) {
-        opts.base = load_config(search_base);
-        if (opts.global_batch == 0) opts.global_batch = opts.base.global_batch;
-      }
-      if (!recompute_list.empty()) {
-        opts.recompute.clear();
-        std::stringstream ss(recompute_list);
-        for (std::string m; std::getline(ss, m, ',');) {
-          if (m == "none") opts.recompute.push_back(Recompute::kNone);
-          else if (m == "selective") opts.recompute.push_back(Recompute::kSelective);
-          else if (m == "full") opts.recompute.push_back(Recompute::kFull);
-          else throw cli::UsageError(fmt::format("--recompute: unknown mode \"{}\" (none, selective, full)", m));
-        }
-      }
-      // A live bar on a terminal; one summary line otherwise (logs stay readable).
-      if (!quiet && isatty(STDERR_FILENO))
-        opts.progress = [](size_t done, size_t total) {
-          const int width = 30;
-          int filled = total ? int(double(done) / total * width) : width;
-          std::fprintf(stderr, "\rastral seer search: [%s%s] %zu/%zu layouts", std::string(filled, '#').c_str(),
-                       std::string(width - filled, '.').c_str(), done, total);
-          if (done == total) std::fprintf(stderr, "\n");
-        };
-      SearchResult r = search(model, hw, net, sc.gpus, opts);
-      if (!quiet && !isatty(STDERR_FILENO))
-        std::fprintf(stderr, "astral seer search: %zu layouts, %zu predicted in %.2f s\n", r.enumerated, r.evaluated,
-                     r.seconds);
-      if (sc.json) {
-        json j = to_json(r);
-        j["model"] = model.name;
-        j["hardware"] = hw.name;
-        j["gpus"] = sc.gpus;
-        j["network"] = net.name;
-        std::cout << j.dump(2) << "\n";
-      } else {
-        std::cout << format_search(model, hw, net, sc.gpus, r);
-      }
-      outcome.exit_code = r.top.empty() ? cli::kChecksFailed : cli::kOk;
-    });
-  });
-
-  // ---- calibrate
-  static std::string cal_hw, cal_ops, cal_out;
-  static bool cal_json = false;
-  auto* cal = seer->add_subcommand("calibrate", "fit the hardware profile's efficiencies to measured operator times");
-  cal->add_option("--hw", cal_hw, "hardware JSON file or bundled name to start from")->required();
-  cal->add_option("--ops", cal_ops, "CSV of measured operators: kind,m,n,k,batch,bytes,dtype,time_us[,name]")
-      ->required();
-  cal->add_option("--out", cal_out, "write the calibrated hardware profile here");
-  cal->add_flag("--json", cal_json, "print JSON instead of text");
-  cal->callback([] {
-    guarded([&] {
-      HardwareSpec hw = load_hardware(cal_hw);
-      auto ops = parse_operator_csv(cli::read_text_file(cal_ops), cal_ops);
-      CalibrationResult r = calibrate(hw, ops);
-      if (!cal_out.empty()) cli::write_text_file(cal_out, to_json(r.calibrated).dump(2) + "\n");
-      if (cal_json) {
-        json rows = json::array();
-        for (const auto& x : r.rows)
-          rows.push_back({{"name", x.name}, {"measured_s", x.measured}, {"before_s", x.before}, {"after_s", x.after}});
-        std::cout << json{{"hardware", to_json(r.calibrated)}, {"mean_abs_error_pct_before", r.mean_abs_pct_before},
-                          {"mean_abs_error_pct_after", r.mean_abs_pct_after}, {"fitted", r.fitted}, {"rows", rows}}
-                         .dump(2)
-                  << "\n";
-      } else {
-        std::cout << format_calibration(r);
-        if (!cal_out.empty()) std::cout << "written to " << cal_out << "\n";
-      }
-    });
-  });
-
-  // ---- compare
-  static std::string predicted, measured;
-  static int cmp_rank = -1;
-  static bool cmp_json = false;
-  auto* cmp = seer->add_subcommand("compare", "compare a predicted timeline with a PyTorch profiler (Kineto) trace");
-  cmp->add_option("--predicted", predicted, "timeline from astral seer predict --timeline")->required();
-  cmp->add_option("--measured", measured, "Kineto trace JSON (torch.profiler export_chrome_trace)")->required();
-  cmp->add_option("--rank", cmp_rank, "predicted rank to compare (default: the measured trace's rank)");
-  cmp->add_flag("--json", cmp_json, "print JSON instead of text");
-  cmp->callback([] {
-    json p = read_json_file(predicted), m = read_json_file(measured);
-    Comparison c;
-    try {
-      c = compare_timelines(p, m, CompareOptions{cmp_rank});
-    } catch (const std::runtime_error& e) {
-      throw cli::UsageError(e.what());
-    }
-    std::cout << (cmp_json ? to_json(c).dump(2) + "\n" : format_comparison(c));
-  });
-
-  // ---- validate
-  static std::string val_set = "korthikanti", val_hw;
-  static bool val_json = false;
-  auto* val = seer->add_subcommand("validate", "predict a published validation set and report the errors");
-  val->add_option("--set", val_set, "validation set JSON file or bundled name (default korthikanti)");
-  val->add_option("--hw", val_hw, "hardware profile to use instead of the set's");
-  val->add_flag("--json", val_json, "print JSON instead of text");
-  val->callback([&outcome] {
-    guarded([&] {
-      json set = load_json("validation", val_set);
-      HardwareSpec hw;
-      if (!val_hw.empty()) hw = load_hardware(val_hw);
-      ValidationReport r = run_validation(set, val_hw.empty() ? nullptr : &hw);
-      std::cout << (val_json ? to_json(r).dump(2) + "\n" : format_validation(r));
-      outcome.exit_code = r.within_tolerance() ? cli::kOk : cli::kChecksFailed;
-    });
-  });
-
-  // ---- collective
-  static Common cc;
-  static std::string coll_op = "allreduce";
-  static double coll_bytes = 1 << 30;
-  static int coll_ranks = 0, coll_stride = 1;
-  auto* coll = seer->add_subcommand("collective", "cost one collective for every NCCL algorithm and protocol");
-  coll->add_option("--hw", cc.hw, "hardware JSON file or bundled name")->required();
-  coll->add_option("--gpus", cc.gpus, "GPUs in the cluster")->required()->check(CLI::PositiveNumber);
-  coll->add_option("--network", cc.network, "network JSON file or bundled name");
-  coll->add_option("--op", coll_op, "allreduce | allgather | reducescatter | alltoall | broadcast | reduce | sendrecv")
-      ->check(CLI::IsMember({"allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv"}));
-  coll->add_option("--bytes", coll_bytes, "buffer size in bytes (NCCL's convention)")->check(CLI::PositiveNumber);
-  coll->add_option("--ranks", coll_ranks, "communicator size (default: all GPUs)")->check(CLI::PositiveNumber);
-  coll->add_option("--stride", coll_stride, "distance between members in rank order (8 = one per host)")
-      ->check(CLI::PositiveNumber);
-  coll->add_flag("--json", cc.json, "print JSON instead of text");
-  coll->callback([] {
-    guarded([&] {
-      HardwareSpec hw = load_hardware(cc.hw);
-      Network net = network_of(cc, hw);
-      int ranks = coll_ranks ? coll_ranks : cc.gpus;
-      if (ranks > cc.gpus)
-        throw cli::UsageError(fmt::format("--ranks {} does not fit in --gpus {}", ranks, cc.gpus));
-      Collective op = Collective::kAllReduce;
-      for (int i = 0; i <= int(Collective::kSendRecv); ++i)
-        if (coll_op == to_string(static_cast<Collective>(i))) op = static_cast<Collective>(i);
-      Group g = group_of(ranks, coll_stride, net.gpus_per_host);
-      CollectiveModel model(net, g);
-      CostTable t;
-      model.cost_table(op, coll_bytes, t);
-      auto best = model.best(op, coll_bytes);
-      if (cc.json) {
-        json table = json::object();
-        for (int a = 0; a < kAlgorithms; ++a)
-          for (int p = 0; p < kProtocols; ++p)
-            if (t[a][p] >= 0)
-              table[to_string(static_cast<Algorithm>(a))][to_string(static_cast<Protocol>(p))] = t[a][p];
-        std::cout << json{{"op", coll_op}, {"bytes", coll_bytes}, {"ranks", g.ranks}, {"per_host", g.per_host},
-                          {"hosts", g.hosts()}, {"seconds", table},
-                          {"best", {{"algorithm", to_string(best.algorithm)}, {"protocol", to_string(best.protocol)},
-                                    {"seconds", best.seconds}}}}
-                         .dump(2)
-                  << "\n";
-      } else {
-        std::cout << format_cost_table(op, coll_bytes, g, t);
-        std::cout << fmt::format("best: {} / {}, {:.1f} us, algorithm bandwidth {:.1f} GB/s\n", to_string(best.algorithm),
-                                 to_string(best.protocol), best.seconds * 1e6,
-                                 best.seconds > 0 ? coll_bytes / best.seconds / 1e9 : 0.0);
-      }
-    });
-  });
-
-  // ---- list
-  auto* list = seer->add_subcommand("list", "list the bundled models, hardware, configs, networks and validation sets");
-  list->callback([] {
-    for (const char* cat : {"models", "hardware", "configs", "networks", "validation"}) {
-      std::cout << cat << ":";
-      for (const auto& n : bundled_names(cat)) std::cout << " " << n;
-      std::cout << "\n";
-    }
-  });
+  on_run(add_predict(seer, args.predict), outcome, run_predict, args.predict);
+  on_run(add_search(seer, args.search), outcome, run_search, args.search);
+  on_run(add_calibrate(seer, args.calibrate), outcome, run_calibrate, args.calibrate);
+  on_run(add_compare(seer, args.compare), outcome, run_compare, args.compare);
+  on_run(add_validate(seer, args.validate), outcome, run_validate, args.validate);
+  on_run(add_collective(seer, args.collective), outcome, run_collective, args.collective);
+  seer->add_subcommand("list", "list the bundled models, hardware, configs, networks and validation sets")
+      ->callback([] { std::cout << format_bundled_list(); });
 }
 
 }  // namespace

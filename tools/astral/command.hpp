@@ -23,6 +23,9 @@ struct UsageError : std::runtime_error {
 
 // Whole-file output and input for commands; failures throw UsageError naming the path.
 void write_text_file(const std::string& path, const std::string& text);
+// The same through a temporary file in the same directory renamed over `path`: a reader sees the
+// old file or the whole new one, never part of it.
+void write_text_file_atomically(const std::string& path, const std::string& text);
 std::string read_text_file(const std::string& path);
 
 using RegisterFn = void (*)(CLI::App& root, Outcome& outcome);

@@ -1,6 +1,11 @@
 // Whole-file helpers shared by the command groups (declared in command.hpp).
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +18,20 @@ void write_text_file(const std::string& path, const std::string& text) {
   if (!out) throw UsageError(fmt::format("{}: cannot be written; check the directory exists and is writable", path));
   out << text;
   if (!out.flush()) throw UsageError(fmt::format("{}: write failed (disk full?)", path));
+}
+
+void write_text_file_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = fmt::format("{}.tmp.{}", path, ::getpid());
+  try {
+    write_text_file(temporary, text);
+  } catch (const UsageError&) {
+    std::remove(temporary.c_str());
+    throw UsageError(fmt::format("{}: cannot be written; check the directory exists and is writable", path));
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    throw UsageError(fmt::format("{}: cannot be replaced ({})", path, std::strerror(errno)));
+  }
 }
 
 std::string read_text_file(const std::string& path) {

@@ -23,6 +23,9 @@ nlohmann::json load_json(const std::string& category, const std::string& name_or
 ModelSpec load_model(const std::string& name_or_path);
 HardwareSpec load_hardware(const std::string& name_or_path);
 TrainConfig load_config(const std::string& name_or_path);
+// An entry of a validation set or runs file: a bundled name, a path, or an inline object.
+ModelSpec model_from_entry(const nlohmann::json& name_path_or_object);
+TrainConfig config_from_entry(const nlohmann::json& name_path_or_object);
 // A network from Seer's network JSON, or from a fabric file (format "astral-fabric").
 Network load_network(const std::string& name_or_path, const HardwareSpec& hw);
 

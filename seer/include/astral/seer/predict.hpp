@@ -23,6 +23,7 @@ struct Breakdown {
   double dp = 0;         // exposed gradient reduction and parameter gather
   double optimizer = 0;
   double bubble = 0;     // idle: pipeline fill/drain and waiting for neighbours
+  double overhead = 0;   // the profile's fixed per-step overhead (efficiency.step_overhead_ms)
 };
 
 struct MemoryEstimate {

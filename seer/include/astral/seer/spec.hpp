@@ -89,6 +89,7 @@ struct HardwareSpec {
     double net = 0.92;           // achievable NCCL bus bandwidth / NIC bandwidth
     double tp_overlap = 0.5;     // share of backward TP communication hidden behind weight-gradient GEMMs
     double dp_overlap = 1.0;     // share of an overlappable DP collective that can hide under compute
+    double step_overhead = 0;    // s per step outside the modelled work (fitted by calibrate --steps)
     int gemm_tile_m = 256;       // output tile of the large-GEMM kernels (wave quantisation)
     int gemm_tile_n = 128;
   } eff;
