@@ -43,7 +43,8 @@ function(astral_add_test_suite name)
   target_compile_definitions(test_${name} PRIVATE
     ASTRAL_FIXTURES_DIR="${ASTRAL_FIXTURES_DIR}"
     ASTRAL_BINARY_DIR="${CMAKE_BINARY_DIR}")
-  catch_discover_tests(test_${name} TEST_PREFIX "${name}: " PROPERTIES TIMEOUT 300
+  # --warn NoTests: a name CTest's discovery splits (it splits at ';') matches nothing; fail, not pass.
+  catch_discover_tests(test_${name} TEST_PREFIX "${name}: " EXTRA_ARGS --warn NoTests PROPERTIES TIMEOUT 300
                        WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 endfunction()
 

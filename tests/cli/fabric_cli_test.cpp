@@ -95,7 +95,7 @@ TEST_CASE("fabric paths and locate answer what an operator asks") {
   CHECK(bad.err.find("nodeX:0") != std::string::npos);
 }
 
-TEST_CASE("fabric sim prints JSON and an SVG plot; undeliverable traffic exits 1") {
+TEST_CASE("fabric sim prints JSON and an SVG plot, undeliverable traffic exits 1") {
   TempFile f("sim.json"), plot("sim.svg");
   generate("same-rail-t2", f.path);
   auto r = run_process({ASTRAL_CLI, "fabric", "sim", "--fabric", f.path, "--pattern", "alltoall",

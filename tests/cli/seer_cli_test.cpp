@@ -15,7 +15,7 @@ using astral::test::fixture;
 using astral::test::run_process;
 using nlohmann::json;
 
-TEST_CASE("seer predict prints the step, MFU, memory and breakdown; --json has the documented keys") {
+TEST_CASE("seer predict prints the step, MFU, memory and breakdown, --json has the documented keys") {
   auto r = run_process({ASTRAL_CLI, "seer", "predict", "--model", "gpt3-175b", "--hw", "a100-80gb", "--gpus", "64",
                         "--config", "korthikanti-175b-selective"});
   INFO(r.out << r.err);

@@ -30,7 +30,7 @@ TEST_CASE("topo audit of the bundled HGX node passes and writes a loadable NCCL 
   CHECK(xml.find("busid=\"0000:19:00.0\" class=\"0x020700\"") != std::string::npos);
 }
 
-TEST_CASE("topo audit --json follows the documented shape; a failed check exits 1") {
+TEST_CASE("topo audit --json follows the documented shape, a failed check exits 1") {
   auto r = run_process({ASTRAL_CLI, "topo", "audit", "--hwloc-xml", fixture("hwloc/nvidiaDGX2.xml"), "--profile",
                         "dgx2", "--json"});
   CHECK(r.exit_code == 1);

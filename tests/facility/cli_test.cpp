@@ -170,7 +170,7 @@ TEST_CASE("facility mockup + read + pue: a simulated rack over real HTTP, PUE fr
   CHECK(std::stod(live.out.substr(at + 4)) == Approx(6438.0 / 816.5).epsilon(0.05));
 }
 
-TEST_CASE("facility site and --site: a bad layout is one line naming the element (exit 2); events carry site ids") {
+TEST_CASE("facility site and --site: a bad layout is one line naming the element (exit 2), events carry site ids") {
   TempDir dir;
   std::string bad = dir.file("bad.json", R"({"components": [{"id": "a", "kind": "cdu", "fed_by": ["b"]},
                                                            {"id": "b", "kind": "cooling_loop", "fed_by": ["a"]}]})");

@@ -260,7 +260,7 @@ TEST_CASE("NVML through dlopen: power, energy, temperature, limit, throttling be
   CHECK(thermal->kind == EntityKind::gpu);
 }
 
-TEST_CASE("NVML clock events: each alarm by its specific bit; a power brake is not thermal throttling") {
+TEST_CASE("NVML clock events: each alarm by its specific bit, a power brake is not thermal throttling") {
   auto types = [](std::uint64_t reasons) {
     std::vector<std::string> out;
     for (const auto& a : clock_event_alarms(reasons)) out.push_back(a.type);

@@ -45,7 +45,7 @@ TEST_CASE("CLI: bad input exits 2 with one line naming it") {
   CHECK(fault.err.find("meteor") != std::string::npos);
 }
 
-TEST_CASE("CLI: simulate writes a bundle and its truth; diagnose finds the injected fault") {
+TEST_CASE("CLI: simulate writes a bundle and its truth, diagnose finds the injected fault") {
   TempDir dir;
   auto s = run_process({ASTRAL_CLI, "monitor", "simulate", "--fabric", "rail:8:8:4", "--fault", "link-flap", "--ranks",
                         "16", "-o", dir / "b", "--seed", "11", "--json"});

@@ -49,7 +49,7 @@ TEST_CASE("Unknown and damaged lines are counted, never fatal") {
   CHECK(kind_of(r, "sel_event").size() == 1);
 }
 
-TEST_CASE("Exact duplicate lines count once; wrapped lines are joined") {
+TEST_CASE("Exact duplicate lines count once, wrapped lines are joined") {
   auto r = parse_text(
       "NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.\n"
       "NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.\n"

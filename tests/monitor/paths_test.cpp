@@ -64,7 +64,7 @@ struct FileBuilder {
 
 }  // namespace
 
-TEST_CASE("Paths: connections become links on the fabric; the link under most slow transfers is named") {
+TEST_CASE("Paths: connections become links on the fabric, the link under most slow transfers is named") {
   const FabricGraph fabric = two_leaves();
   FileBuilder a("a"), b("b"), c("c"), d("d");
   // a's cable is degraded: everything a sends is slow.

@@ -102,7 +102,7 @@ TEST_CASE("The line after PyTorch's 'Last error:' is NCCL's error, whatever its 
   CHECK(verbs[0]->attr("error") == "Cannot allocate memory");
 }
 
-TEST_CASE("Bundle: identical NCCL errors of different processes stay apart; a line shipped twice does not") {
+TEST_CASE("Bundle: identical NCCL errors of different processes stay apart, a line shipped twice does not") {
   TempDir dir;
   const std::string a = "node1:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error\n";
   const std::string b = "node1:814:868 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error\n";

@@ -103,7 +103,7 @@ TEST_CASE("Syslog tree: per-host folders and dated files, switches from the fabr
   }
 }
 
-TEST_CASE("Syslog tree: the collector's template names the host; other files are not read") {
+TEST_CASE("Syslog tree: the collector's template names the host, other files are not read") {
   TempDir dir;
   dir.write("t/node01/2025-11-29.log",
             "Nov 29 22:41:00 node01 kernel: [ 130.456250] NVRM: Xid (PCI:0000:17:00): 79, pid=1234, GPU has fallen off the bus.\n");
@@ -130,7 +130,7 @@ TEST_CASE("Syslog tree: the collector's template names the host; other files are
   CHECK_THROWS_WITH(load_bundle("", om), Catch::Contains("nowhere"));
 }
 
-TEST_CASE("Journal files: sd-journal reads journal-remote's output by _HOSTNAME, window and budget; damage is counted") {
+TEST_CASE("Journal files: sd-journal reads journal-remote's output by _HOSTNAME, window and budget, damage is counted") {
   TempDir dir;
   const int64_t t0 = *parse_rfc3339("2025-11-29T22:41:00Z");
   std::string stream;
@@ -209,7 +209,7 @@ TEST_CASE("Journal files: sd-journal reads journal-remote's output by _HOSTNAME,
   }
 }
 
-TEST_CASE("Metric changes: counters that climb, gauges that move, bits that appear; the rest ignored") {
+TEST_CASE("Metric changes: counters that climb, gauges that move, bits that appear, the rest ignored") {
   TempDir dir;
   dir.write("cabling.csv", kCabling);
   Bundle b;

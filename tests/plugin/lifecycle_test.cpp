@@ -30,7 +30,7 @@ void one_message(const ncclNet_v11_t& net, void* ctx) {
 }
 }  // namespace
 
-TEST_CASE("repeated init/finalize cycles, then dlclose; the process runs on",
+TEST_CASE("repeated init/finalize cycles, then dlclose, the process runs on",
           "[plugin][lifecycle]") {
   ScopedEnv ifname("ASTRAL_SOCKET_IFNAME", "lo");
   int fds_before = open_fds();

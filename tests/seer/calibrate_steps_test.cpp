@@ -56,7 +56,7 @@ TEST_CASE("seer calibrate --steps recovers the compute, comm and overhead factor
   CHECK(reread.eff.gemm == Approx(start.eff.gemm * r.compute));
 }
 
-TEST_CASE("seer calibrate --steps fits only the factors asked for; fewer runs than factors is an error") {
+TEST_CASE("seer calibrate --steps fits only the factors asked for, fewer runs than factors is an error") {
   HardwareSpec start = load_hardware("a100-80gb");
   json doc = small_runs(apply_step_factors(start, 0.9, 1.0, 0.0));
   StepRuns runs = parse_step_runs(doc, "runs.json", start);

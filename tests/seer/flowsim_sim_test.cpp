@@ -74,7 +74,7 @@ TEST_CASE("all-to-all: ideal, efficiency and nccl-tests bandwidths are consisten
   CHECK(format_result(r).find("efficiency") != std::string::npos);
 }
 
-TEST_CASE("same-rail routing keeps all-to-all off the core; direct ECMP does not") {
+TEST_CASE("same-rail routing keeps all-to-all off the core, direct ECMP does not") {
   topo::Fabric f = make(topo::FabricKind::kSameRailT2, 512, 32);
   auto pxn = simulate(f, opts(TrafficPattern::kAllToAll, "same-rail"));
   const auto* core = load_class(pxn, "spine->core");
@@ -100,7 +100,7 @@ TEST_CASE("rail-only needs PXN for cross-rail traffic") {
   CHECK(pxn.efficiency > 0.5);
 }
 
-TEST_CASE("one port of a dual-ToR NIC down halves that NIC; the job slows to its pace") {
+TEST_CASE("one port of a dual-ToR NIC down halves that NIC, the job slows to its pace") {
   topo::Fabric f = make(topo::FabricKind::kSameRailT2, 2048, 128, /*dual=*/true);
   auto o = opts(TrafficPattern::kAllToAll, "same-rail-pinned");
   o.goodput_limit = 0;

@@ -81,7 +81,7 @@ TEST_CASE("missing NIC fails the inventory and rail alignment") {
   CHECK(a->finding("T4", "GPU6 (0000:ba:00.0) has no NIC of its own"));
 }
 
-TEST_CASE("down-trained links: width fails, speed warns; the profile catches a wrong capability") {
+TEST_CASE("down-trained links: width fails, speed warns, the profile catches a wrong capability") {
   HgxSpec spec;
   spec.gpu_link[2] = {5, 8};   // x8 of x16
   spec.nic_link[7] = {4, 16};  // Gen4 of Gen5
@@ -97,7 +97,7 @@ TEST_CASE("down-trained links: width fails, speed warns; the profile catches a w
   CHECK(c->finding("T6", "its peers have 63.0 GB/s"));
 }
 
-TEST_CASE("ACS redirect on a GPU switch fails T7; unreadable config space skips it") {
+TEST_CASE("ACS redirect on a GPU switch fails T7, unreadable config space skips it") {
   HgxSpec spec;
   spec.acs_enabled_slots = {4};
   auto a = audit(spec);
@@ -133,7 +133,7 @@ TEST_CASE("mixed and outdated firmware fail T12") {
   CHECK(a->finding("T12", "older than the profile's minimum 28.39.1002"));
 }
 
-TEST_CASE("translated IOMMU fails T9; missing GPUDirect fails T10 unless dma-buf is available") {
+TEST_CASE("translated IOMMU fails T9, missing GPUDirect fails T10 unless dma-buf is available") {
   HgxSpec spec;
   spec.iommu_translated = true;
   spec.peermem = false;
@@ -207,7 +207,7 @@ TEST_CASE("JSON report carries the documented fields") {
   CHECK(j["node"]["hostname"] == "hgx-h100-01");
 }
 
-TEST_CASE("profiles: bundled ones parse; bad fields are named") {
+TEST_CASE("profiles: bundled ones parse, bad fields are named") {
   for (const auto& name : builtin_profile_names()) CHECK_NOTHROW(load_profile_by_name_or_path(name));
   auto error = [](const char* text) {
     try {

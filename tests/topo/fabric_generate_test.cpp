@@ -54,7 +54,7 @@ TEST_CASE("fat tree grows a third tier when a spine cannot reach every leaf") {
   CHECK_THROWS_WITH(generate_fabric(o), Catch::Contains("--tiers 3"));
 }
 
-TEST_CASE("same-rail Tier-2: spines join one rail; the core joins rails") {
+TEST_CASE("same-rail Tier-2: spines join one rail, the core joins rails") {
   Fabric f = generate_fabric(options(FabricKind::kSameRailT2, 4096, 128));
   FabricSummary s = summarize(f);
   REQUIRE(s.tiers.size() == 3);

@@ -129,7 +129,7 @@ TEST_CASE("fabric JSON round-trips through text and a file") {
   std::remove(path.c_str());
 }
 
-TEST_CASE("a hand-written fabric loads; either end order and link state are kept") {
+TEST_CASE("a hand-written fabric loads, either end order and link state are kept") {
   Fabric f = fabric_from_json(tiny_fabric());
   CHECK(f.hosts().size() == 2);
   CHECK(f.links()[3].a.is_host());  // written switch-first, stored host-first

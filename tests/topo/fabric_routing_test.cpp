@@ -181,7 +181,7 @@ TEST_CASE("polarisation: correlated flows repeat the previous stage's choice") {
   CHECK(members == 4);
 }
 
-TEST_CASE("routes avoid links that are down; a dual-ToR NIC fails over to its other port") {
+TEST_CASE("routes avoid links that are down, a dual-ToR NIC fails over to its other port") {
   Fabric f = make(FabricKind::kSameRailT2, 2048, 128, /*dual=*/true);  // 2 segments of 128 hosts
   int leaf = *f.find_switch("r0-00a");
   int first_uplink = -1;

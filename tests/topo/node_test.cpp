@@ -60,7 +60,7 @@ TEST_CASE("AWS p4d (flat VM PCI): 8 GPUs, 4 EFA NICs each shared by 2 GPUs -> 4 
   CHECK(n.gpus[7].rail == 3);
 }
 
-TEST_CASE("whole-I/O Supermicro: NVIDIA GPUs counted, AMD VGA and Matrox BMC not; one InfiniBand NIC") {
+TEST_CASE("whole-I/O Supermicro: NVIDIA GPUs counted, AMD VGA and Matrox BMC not, one InfiniBand NIC") {
   Node n = load_hwloc_xml(fixture("hwloc/32em64t-2n8c2t-pci-wholeio.xml"));
   CHECK(n.gpus.size() == 3);
   REQUIRE(n.nics.size() == 1);

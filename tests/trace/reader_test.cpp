@@ -219,7 +219,7 @@ TEST_CASE("tracing is configured from ASTRAL_TRACE_* variables") {
   with_env({});
 }
 
-TEST_CASE("a recycled chunk's left-overs are not damage; a torn record at its frontier is incomplete") {
+TEST_CASE("a recycled chunk's left-overs are not damage, a torn record at its frontier is incomplete") {
   TempDir dir;
   auto w = Writer::open(small_options(dir.path, 4096 + 16384 + 8 * 4096));  // 8 chunks of 63 records
   REQUIRE(w);
