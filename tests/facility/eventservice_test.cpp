@@ -211,7 +211,8 @@ TEST_CASE("SSE bad input: garbage, a stream that stops, floods, events without i
   CHECK(status_of(sub).last_error.find("EventTimestamp \"12/02/2025\" is not an RFC 3339 time") != std::string::npos);
   CHECK(got.size() == 0);
 
-  bmc.service().publish_raw(std::string("data: \0\0\0garbage\n\n", 20));
+  static const char nul_garbage[] = "data: \0\0\0garbage\n\n";
+  bmc.service().publish_raw(std::string(nul_garbage, sizeof nul_garbage - 1));  // without the terminator
   REQUIRE(eventually([&] { return status_of(sub).failures >= 1; }));
   CHECK(status_of(sub).last_error == "the event stream is malformed: a NUL byte in the event stream (not text)");
   REQUIRE(eventually([&] { return bmc.service().open_streams() == 1 && status_of(sub).connected; }));
