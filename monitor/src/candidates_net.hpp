@@ -36,6 +36,11 @@ inline constexpr std::string_view kMetricChangeKind = "metric_change";
 enum class MetricClass { link_errors, link_down, congestion, other };
 // By name: symbol/receive/FEC/CRC/BER errors, link-downed/carrier counters, pauses/discards.
 MetricClass classify_metric(std::string_view metric);
+// Which side of a cable a metric change stands on, for the network collector: the switch side
+// (a switch port, its optic or link), the host side (a NIC, port, optic or link on a host), or
+// neither (a GPU, the plant, or a metric the collector does not weigh).
+enum class MetricSide { none, switch_side, host_side };
+MetricSide network_metric_side(const Event& e);
 
 // Transitions reported by one source; a second report within a second is the same transition.
 struct TransitionCount {

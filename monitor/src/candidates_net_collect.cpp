@@ -209,20 +209,26 @@ MetricClass classify_metric(std::string_view metric) {
   return MetricClass::other;
 }
 
+MetricSide network_metric_side(const Event& e) {
+  if (e.kind != kMetricChangeKind || classify_metric(e.attr("metric")) == MetricClass::other) return MetricSide::none;
+  const ComponentKind k = e.component.kind;
+  if (!e.component.switch_name.empty() &&
+      (k == ComponentKind::switch_port || k == ComponentKind::optic || k == ComponentKind::link))
+    return MetricSide::switch_side;
+  if (!e.component.host.empty() && (k == ComponentKind::nic || k == ComponentKind::port ||
+                                    k == ComponentKind::optic || k == ComponentKind::link))
+    return MetricSide::host_side;
+  return MetricSide::none;
+}
+
 void collect_metric_evidence(NetEvidence& ev) {
   const Bundle& b = ev.b;
   for (size_t i = 0; i < b.events.size(); ++i) {
     const Event& e = b.events[i];
-    if (e.kind != kMetricChangeKind) continue;
+    const MetricSide side = network_metric_side(e);
+    if (side == MetricSide::none) continue;
     const MetricClass mc = classify_metric(e.attr("metric"));
-    if (mc == MetricClass::other) continue;
-    const ComponentKind k = e.component.kind;
-    const bool switch_side = !e.component.switch_name.empty() &&
-                             (k == ComponentKind::switch_port || k == ComponentKind::optic || k == ComponentKind::link);
-    const bool host_side = !switch_side && !e.component.host.empty() &&
-                           (k == ComponentKind::nic || k == ComponentKind::port || k == ComponentKind::optic ||
-                            k == ComponentKind::link);
-    if (!switch_side && !host_side) continue;
+    const bool switch_side = side == MetricSide::switch_side;
     const double rel = time_relevance(e.time_us, e.time_confidence_s, ev.s);
     if (rel < 0.3) continue;
     CableEvidence* r = nullptr;

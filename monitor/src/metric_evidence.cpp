@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "candidates_net.hpp"
 #include "names.hpp"
 
 namespace astral::monitor {
@@ -40,9 +41,14 @@ bool shares_end(const std::set<std::string>& a, const std::set<std::string>& b) 
 
 void attach_metric_evidence(std::vector<Candidate>& candidates, const Bundle& b, const Symptoms& s) {
   std::vector<std::pair<size_t, std::set<std::string>>> changes;
-  for (size_t i = 0; i < b.events.size(); ++i)
-    if (b.events[i].kind == "metric_change" || b.events[i].kind == "slow_transfers")
-      changes.emplace_back(i, ends_of(b.events[i].component, b.fabric));
+  // Network counters (symbol errors, link downs, pauses) were already weighed, once, by the network
+  // collector; this joins the rest: slow transfers, GPU and other counters, to any candidate.
+  for (size_t i = 0; i < b.events.size(); ++i) {
+    const Event& e = b.events[i];
+    const bool joins = e.kind == "slow_transfers" ||
+                       (e.kind == kMetricChangeKind && network_metric_side(e) == MetricSide::none);
+    if (joins) changes.emplace_back(i, ends_of(e.component, b.fabric));
+  }
   if (changes.empty()) return;
   for (Candidate& c : candidates) {
     std::set<std::string> mine = ends_of(c.component, b.fabric);
