@@ -1,17 +1,18 @@
 // The only file that knows NCCL's net plugin versions. It exports ncclNetPlugin_v12 (NCCL 2.30+:
 // v11's calls, properties with rail and plane), _v11 (NCCL 2.28-2.29, per-communicator contexts),
 // _v10, _v9 and _v8 (NCCL 2.19-2.27, one process-wide context), maps
-// each call onto the version-neutral core (astral/plugin/net.hpp), converts arguments and
-// properties, and turns every exception into an ncclResult_t: nothing is thrown across NCCL.
+// each call onto the version-neutral core (core/net.hpp) and converts arguments and properties.
+// The core's calls are noexcept (core/guard.hpp), so nothing is thrown across NCCL; the one thing
+// this layer owns, the process-wide context of v10 and older, is created under the same guard.
 #include <mutex>
-#include <new>
 
 #include "abi/net_v10.h"
 #include "abi/net_v11.h"
 #include "abi/net_v12.h"
 #include "abi/net_v8.h"
 #include "abi/net_v9.h"
-#include "astral/plugin/net.hpp"
+#include "core/guard.hpp"
+#include "core/net.hpp"
 #include "core/log.hpp"
 
 #define ASTRAL_EXPORT __attribute__((visibility("default")))
@@ -19,75 +20,48 @@
 namespace {
 namespace net = astral::plugin::net;
 
-template <typename Call>
-ncclResult_t guarded(const char* name, Call&& call) noexcept {
-  try {
-    ncclResult_t result = call();
-    return result == ncclInProgress ? ncclInternalError : result;  // never reaches NCCL
-  } catch (const std::bad_alloc&) {
-    ASTRAL_WARN("{}: out of memory", name);
-    return ncclSystemError;
-  } catch (const std::exception& e) {
-    ASTRAL_WARN("{}: {}", name, e.what());
-    return ncclInternalError;
-  } catch (...) {
-    ASTRAL_WARN("{}: unknown exception", name);
-    return ncclInternalError;
-  }
-}
-
 // ---- calls shared by every version -------------------------------------------------------------
 
 ncclResult_t devices(int* ndev) {
-  return guarded("devices", [&] { return net::devices(ndev); });
+  return net::devices(ndev);
 }
 ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_v11_t** dev_comm) {
-  return guarded("accept", [&] {
-    if (dev_comm) *dev_comm = nullptr;  // host plugin: no device offload
-    return net::accept(listen_comm, recv_comm);
-  });
+  if (dev_comm) *dev_comm = nullptr;  // host plugin: no device offload
+  return net::accept(listen_comm, recv_comm);
 }
 ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  return guarded("regMr", [&] {
-    return net::reg_mr(comm, net::MemoryRegion{data, size, type, false, 0, -1}, mhandle);
-  });
+  return net::reg_mr(comm, net::MemoryRegion{data, size, type, false, 0, -1}, mhandle);
 }
 ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
                            void** mhandle) {
   // The transport decides what it can register; TCP refuses DMA-BUF, which it never advertises.
-  return guarded("regMrDmaBuf", [&] {
-    return net::reg_mr(comm, net::MemoryRegion{data, size, type, true, offset, fd}, mhandle);
-  });
+  return net::reg_mr(comm, net::MemoryRegion{data, size, type, true, offset, fd}, mhandle);
 }
 ncclResult_t dereg_mr(void* comm, void* mhandle) {
-  return guarded("deregMr", [&] { return net::dereg_mr(comm, mhandle); });
+  return net::dereg_mr(comm, mhandle);
 }
 ncclResult_t isend(void* comm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                    void** request) {
-  return guarded("isend", [&] {
-    return net::isend(comm, data, size, tag, mhandle, phandle, request);
-  });
+  return net::isend(comm, data, size, tag, mhandle, phandle, request);
 }
 ncclResult_t irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                    void** phandles, void** request) {
-  return guarded("irecv", [&] {
-    return net::irecv(comm, n, data, sizes, tags, mhandles, phandles, request);
-  });
+  return net::irecv(comm, n, data, sizes, tags, mhandles, phandles, request);
 }
 ncclResult_t iflush(void* comm, int n, void** data, int* sizes, void** mhandles, void** request) {
-  return guarded("iflush", [&] { return net::iflush(comm, n, data, sizes, mhandles, request); });
+  return net::iflush(comm, n, data, sizes, mhandles, request);
 }
 ncclResult_t test(void* request, int* done, int* sizes) {
-  return guarded("test", [&] { return net::test(request, done, sizes); });
+  return net::test(request, done, sizes);
 }
 ncclResult_t close_send(void* comm) {
-  return guarded("closeSend", [&] { return net::close_send(comm); });
+  return net::close_send(comm);
 }
 ncclResult_t close_recv(void* comm) {
-  return guarded("closeRecv", [&] { return net::close_recv(comm); });
+  return net::close_recv(comm);
 }
 ncclResult_t close_listen(void* comm) {
-  return guarded("closeListen", [&] { return net::close_listen(comm); });
+  return net::close_listen(comm);
 }
 
 // Properties: the v12 layout is the superset; older layouts take a subset (v12 is not v11 plus a
@@ -95,33 +69,31 @@ ncclResult_t close_listen(void* comm) {
 int16_t as_abi_id(int id) { return id >= 0 && id <= INT16_MAX ? int16_t(id) : int16_t(NCCL_NET_ID_UNDEF); }
 
 ncclResult_t properties_v12(int dev, ncclNetProperties_v12_t* props) {
-  return guarded("getProperties", [&] {
-    net::DeviceProperties p;
-    ncclResult_t res = net::get_properties(dev, &p);
-    if (res != ncclSuccess) return res;
-    *props = ncclNetProperties_v12_t{};
-    props->name = const_cast<char*>(p.name);
-    props->pciPath = const_cast<char*>(p.pci_path);
-    props->guid = p.guid;
-    props->ptrSupport = p.ptr_support;
-    props->regIsGlobal = p.reg_is_global;
-    props->forceFlush = p.force_flush;
-    props->speed = p.speed_mbps;
-    props->port = p.port;
-    props->latency = p.latency_us;
-    props->maxComms = p.max_comms;
-    props->maxRecvs = p.max_recvs;
-    props->netDeviceType = NCCL_NET_DEVICE_HOST;
-    props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
-    props->vProps.ndevs = 1;  // a physical device is a vNIC of itself
-    props->vProps.devs[0] = dev;
-    props->maxP2pBytes = p.max_p2p_bytes;
-    props->maxCollBytes = p.max_coll_bytes;
-    props->maxMultiRequestSize = 1;
-    props->railId = as_abi_id(p.rail);
-    props->planeId = as_abi_id(p.plane);
-    return ncclSuccess;
-  });
+  net::DeviceProperties p;
+  ncclResult_t res = net::get_properties(dev, &p);
+  if (res != ncclSuccess) return res;
+  *props = ncclNetProperties_v12_t{};
+  props->name = const_cast<char*>(p.name);
+  props->pciPath = const_cast<char*>(p.pci_path);
+  props->guid = p.guid;
+  props->ptrSupport = p.ptr_support;
+  props->regIsGlobal = p.reg_is_global;
+  props->forceFlush = p.force_flush;
+  props->speed = p.speed_mbps;
+  props->port = p.port;
+  props->latency = p.latency_us;
+  props->maxComms = p.max_comms;
+  props->maxRecvs = p.max_recvs;
+  props->netDeviceType = NCCL_NET_DEVICE_HOST;
+  props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+  props->vProps.ndevs = 1;  // a physical device is a vNIC of itself
+  props->vProps.devs[0] = dev;
+  props->maxP2pBytes = p.max_p2p_bytes;
+  props->maxCollBytes = p.max_coll_bytes;
+  props->maxMultiRequestSize = 1;
+  props->railId = as_abi_id(p.rail);
+  props->planeId = as_abi_id(p.plane);
+  return ncclSuccess;
 }
 
 ncclResult_t properties_v11(int dev, ncclNetProperties_v11_t* props) {
@@ -167,10 +139,8 @@ static_assert(sizeof(ncclNetAttr_v12_t) == sizeof(ncclNetAttr_v11_t));
 template <typename Config>
 ncclResult_t init_per_comm(void** ctx, uint64_t comm_id, Config* config, ncclDebugLogger_t logger,
                            ncclProfilerCallback_t profiler) {
-  return guarded("init", [&] {
-    int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-    return net::init(ctx, comm_id, tc, logger, profiler);
-  });
+  int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  return net::init(ctx, comm_id, tc, logger, profiler);
 }
 ncclResult_t init_v11(void** ctx, uint64_t comm_id, ncclNetCommConfig_v11_t* config,
                       ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
@@ -181,37 +151,33 @@ ncclResult_t init_v12(void** ctx, uint64_t comm_id, ncclNetCommConfig_v12_t* con
   return init_per_comm(ctx, comm_id, config, logger, profiler);
 }
 ncclResult_t finalize_v11(void* ctx) {
-  return guarded("finalize", [&] { return net::finalize(ctx); });
+  return net::finalize(ctx);
 }
 ncclResult_t listen_v11(void* ctx, int dev, void* handle, void** listen_comm) {
-  return guarded("listen", [&] { return net::listen(ctx, dev, handle, listen_comm); });
+  return net::listen(ctx, dev, handle, listen_comm);
 }
 ncclResult_t connect_v11(void* ctx, int dev, void* handle, void** send_comm,
                          ncclNetDeviceHandle_v11_t** dev_comm) {
-  return guarded("connect", [&] {
-    if (dev_comm) *dev_comm = nullptr;
-    return net::connect(ctx, dev, handle, NCCL_NET_TRAFFIC_CLASS_UNDEF, send_comm);
-  });
+  if (dev_comm) *dev_comm = nullptr;
+  return net::connect(ctx, dev, handle, NCCL_NET_TRAFFIC_CLASS_UNDEF, send_comm);
 }
 template <typename Attr>
 ncclResult_t set_net_attr_per_comm(void* ctx, Attr* attr) {
-  return guarded("setNetAttr", [&] {
-    if (!attr) return ncclSuccess;
-    net::NetAttr a;
-    a.send_max_peers = attr->sendCommAttr.maxConcurrentPeers;
-    a.send_min_peers = attr->sendCommAttr.minConcurrentPeers;
-    a.send_max_flows = attr->sendCommAttr.maxFlowsPerPeer;
-    a.send_min_flows = attr->sendCommAttr.minFlowsPerPeer;
-    a.recv_max_peers = attr->recvCommAttr.maxConcurrentPeers;
-    a.recv_min_peers = attr->recvCommAttr.minConcurrentPeers;
-    a.recv_max_flows = attr->recvCommAttr.maxFlowsPerPeer;
-    a.recv_min_flows = attr->recvCommAttr.minFlowsPerPeer;
-    a.op = attr->op;
-    a.algo = attr->algo;
-    a.proto = attr->proto;
-    net::set_net_attr(ctx, a);
-    return ncclSuccess;  // NCCL ignores the result; problems were logged
-  });
+  if (!attr) return ncclSuccess;
+  net::NetAttr a;
+  a.send_max_peers = attr->sendCommAttr.maxConcurrentPeers;
+  a.send_min_peers = attr->sendCommAttr.minConcurrentPeers;
+  a.send_max_flows = attr->sendCommAttr.maxFlowsPerPeer;
+  a.send_min_flows = attr->sendCommAttr.minFlowsPerPeer;
+  a.recv_max_peers = attr->recvCommAttr.maxConcurrentPeers;
+  a.recv_min_peers = attr->recvCommAttr.minConcurrentPeers;
+  a.recv_max_flows = attr->recvCommAttr.maxFlowsPerPeer;
+  a.recv_min_flows = attr->recvCommAttr.minFlowsPerPeer;
+  a.op = attr->op;
+  a.algo = attr->algo;
+  a.proto = attr->proto;
+  net::set_net_attr(ctx, a);
+  return ncclSuccess;  // NCCL ignores the result; problems were logged
 }
 ncclResult_t set_net_attr_v11(void* ctx, ncclNetAttr_v11_t* attr) { return set_net_attr_per_comm(ctx, attr); }
 ncclResult_t set_net_attr_v12(void* ctx, ncclNetAttr_v12_t* attr) { return set_net_attr_per_comm(ctx, attr); }
@@ -222,7 +188,7 @@ constinit std::mutex g_legacy_mutex;
 constinit void* g_legacy_ctx = nullptr;
 
 ncclResult_t init_legacy(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
-  return guarded("init", [&] {
+  return astral::plugin::guarded("init", [&] {
     std::lock_guard lock(g_legacy_mutex);
     if (g_legacy_ctx) return ncclSuccess;
     return net::init(&g_legacy_ctx, 0, NCCL_NET_TRAFFIC_CLASS_UNDEF, logger, profiler);
@@ -251,11 +217,9 @@ ncclResult_t listen_legacy(int dev, void* handle, void** listen_comm) {
 }
 ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t* config, void* handle,
                          void** send_comm, ncclNetDeviceHandle_v10_t** dev_comm) {
-  return guarded("connect", [&] {
-    if (dev_comm) *dev_comm = nullptr;
-    int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-    return net::connect(legacy_ctx(), dev, handle, tc, send_comm);
-  });
+  if (dev_comm) *dev_comm = nullptr;
+  int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  return net::connect(legacy_ctx(), dev, handle, tc, send_comm);
 }
 ncclResult_t connect_v8_v9(int dev, void* handle, void** send_comm,
                            ncclNetDeviceHandle_v9_t** dev_comm) {

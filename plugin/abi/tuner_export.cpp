@@ -34,6 +34,10 @@ static_assert(NCCL_PROTO_LL128 == int(astral::seer::Protocol::kLL128));
 
 tuner::Context* tuner_as_context(void* ctx) { return static_cast<tuner::Context*>(ctx); }
 
+// What NCCL sees of a tuner call: always ncclSuccess. The core has logged what it did not model
+// and left NCCL's values as they were; an error here would fail the collective (reference §2.3).
+ncclResult_t as_tuner_result(ncclResult_t /*core_result*/) { return ncclSuccess; }
+
 ncclResult_t tuner_init_common(const tuner::InitArgs& args, void** context) noexcept {
   if (!context) return ncclSuccess;
   *context = tuner::init(args, tuner::process_env());
@@ -77,9 +81,8 @@ ncclResult_t tuner_get_coll_info_v4_v5(void* context, ncclFunc_t coll, size_t by
                                  float** cost_table, int num_algo, int num_proto, int /*reg_buff*/,
                                  int* /*n_channels: 0 keeps NCCL's channel count*/) {
   // NCCL passes its contiguous float[algorithms][protocols] cast to float**.
-  tuner::fill_cost_table(tuner_as_context(context), int(coll), bytes, num_pipe_ops,
-                         reinterpret_cast<float*>(cost_table), num_algo, num_proto);
-  return ncclSuccess;
+  return as_tuner_result(tuner::fill_cost_table(tuner_as_context(context), int(coll), bytes, num_pipe_ops,
+                                                reinterpret_cast<float*>(cost_table), num_algo, num_proto));
 }
 
 ncclResult_t tuner_finalize(void* context) {
@@ -98,8 +101,8 @@ ncclResult_t tuner_init_v6(void** context, uint64_t comm_id, size_t n_ranks, siz
 // An error here fails the collective (reference §2.3): always ncclSuccess.
 ncclResult_t tuner_get_chunk_size_v6(void* context, ncclFunc_t coll, size_t bytes, int algo, int proto,
                                      int n_channels, size_t* chunk_size) {
-  tuner::chunk_size(tuner_as_context(context), int(coll), bytes, algo, proto, n_channels, chunk_size);
-  return ncclSuccess;
+  return as_tuner_result(
+      tuner::chunk_size(tuner_as_context(context), int(coll), bytes, algo, proto, n_channels, chunk_size));
 }
 
 // ---- v4, v3, v2 ---------------------------------------------------------------------------------
@@ -133,9 +136,8 @@ ncclResult_t tuner_get_coll_info_v2(void* context, ncclFunc_t coll, size_t bytes
                               int nvls_support, int num_pipe_ops, int* algorithm, int* protocol,
                               int* /*n_channels*/) {
   // CollNet is never proposed: Seer does not model in-network reduction.
-  tuner::choose(tuner_as_context(context), int(coll), bytes, nvls_support == 1, num_pipe_ops, algorithm,
-                protocol);
-  return ncclSuccess;
+  return as_tuner_result(tuner::choose(tuner_as_context(context), int(coll), bytes, nvls_support == 1,
+                                       num_pipe_ops, algorithm, protocol));
 }
 
 }  // namespace

@@ -94,7 +94,8 @@ status=0
 "$cli" facility serve --config "$scratch/no-such-sources.json" --once >/dev/null 2>"$scratch/serve.err" || status=$?
 [ "$status" -eq 2 ] && grep -q 'no-such-sources.json' "$scratch/serve.err" ||
   { cat "$scratch/serve.err" >&2; fail "the unit's serve command line: exit $status (expected 2 naming the config)"; }
-ASTRAL_SOCKET_IFNAME='=lo' LD_LIBRARY_PATH=$libdir "$cli" netbench --plugin "$name" --ranks 2 \
+# No --plugin: the installed CLI finds the plugin by its bare name on the loader path.
+ASTRAL_SOCKET_IFNAME='=lo' LD_LIBRARY_PATH=$libdir "$cli" netbench --ranks 2 \
   --pattern pingpong --size 8,64K --iters 5 --warmup 1 --timeout 60 >"$scratch/netbench" 2>&1 ||
   { cat "$scratch/netbench" >&2; fail "netbench over the unpacked plugin failed"; }
 cat "$scratch/netbench"

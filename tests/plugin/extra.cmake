@@ -6,20 +6,21 @@ target_include_directories(plugin_probe PRIVATE ${PROJECT_SOURCE_DIR}/plugin)
 target_link_libraries(plugin_probe PRIVATE ${CMAKE_DL_LIBS})
 
 add_executable(plugin_peer ${CMAKE_CURRENT_LIST_DIR}/helpers/plugin_peer.cpp)
-target_link_libraries(plugin_peer PRIVATE astral::plugin)
-target_include_directories(plugin_peer PRIVATE ${CMAKE_CURRENT_LIST_DIR}/helpers)
+target_link_libraries(plugin_peer PRIVATE astral::plugin_abi astral::netbench)
+target_include_directories(plugin_peer PRIVATE ${CMAKE_CURRENT_LIST_DIR}/helpers ${PROJECT_SOURCE_DIR}/tools)
 target_compile_definitions(plugin_peer PRIVATE ASTRAL_NET_PLUGIN_SO="$<TARGET_FILE:nccl-net-astral>")
 
 # rail_peer: one "host" of the multi-rail network-namespace tests (netns_test.cpp).
 add_executable(rail_peer ${CMAKE_CURRENT_LIST_DIR}/helpers/rail_peer.cpp)
-target_link_libraries(rail_peer PRIVATE astral::plugin)
-target_include_directories(rail_peer PRIVATE ${CMAKE_CURRENT_LIST_DIR}/helpers)
+target_link_libraries(rail_peer PRIVATE astral::plugin_abi astral::netbench)
+target_include_directories(rail_peer PRIVATE ${CMAKE_CURRENT_LIST_DIR}/helpers ${PROJECT_SOURCE_DIR}/tools)
 target_compile_definitions(rail_peer PRIVATE ASTRAL_NET_PLUGIN_SO="$<TARGET_FILE:nccl-net-astral>")
 
 if(TARGET test_plugin)
   add_dependencies(test_plugin nccl-net-astral plugin_probe plugin_peer rail_peer astral)
   # Unit tests of internals (configuration, device table, wire format) see plugin/src.
   target_include_directories(test_plugin PRIVATE ${PROJECT_SOURCE_DIR}/plugin/src
+                                                 ${PROJECT_SOURCE_DIR}/tools
                                                  ${CMAKE_CURRENT_LIST_DIR}/helpers)
   target_link_libraries(test_plugin PRIVATE fmt::fmt-header-only)
   target_compile_definitions(test_plugin PRIVATE
@@ -33,7 +34,7 @@ endif()
 
 astral_add_fuzz_target(plugin_wire
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz/wire_fuzz.cpp
-  DEPS astral::plugin
+  DEPS astral::plugin astral::plugin_abi
   CORPUS ${PROJECT_SOURCE_DIR}/tests/fixtures/astral/plugin/wire-corpus)
 if(TARGET fuzz_plugin_wire_replay)
   target_include_directories(fuzz_plugin_wire_replay PRIVATE ${PROJECT_SOURCE_DIR}/plugin/src)

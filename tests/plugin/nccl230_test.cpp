@@ -10,7 +10,7 @@
 #include "abi/net_v11.h"
 #include "abi/net_v12.h"
 #include "abi/tuner_v6.h"
-#include "astral/plugin/net.hpp"
+#include "core/net.hpp"
 #include "astral/plugin/observer.hpp"
 #include "harness.hpp"
 #include "run_process.hpp"

@@ -8,10 +8,10 @@
 #include <map>
 #include <memory>
 
-#include "astral/plugin/netbench.hpp"
+#include "astral/netbench/netbench.hpp"
 #include "harness.hpp"
 
-namespace nb = astral::plugin::netbench;
+namespace nb = astral::netbench;
 using namespace astral::test;
 
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "abi/profiler_common.h"
-#include "astral/plugin/net.hpp"
+#include "core/net.hpp"
 #include "astral/plugin/observer.hpp"
 #include "core/net_trace.hpp"
 

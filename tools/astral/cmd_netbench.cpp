@@ -6,13 +6,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "astral/plugin/netbench.hpp"
+#include "astral/netbench/netbench.hpp"
 #include "command.hpp"
 
 namespace astral::cli {
 namespace {
 
-namespace nb = astral::plugin::netbench;
+namespace nb = astral::netbench;
 
 struct NetbenchArgs {
   std::string pattern = "stream";

@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "astral/plugin/netbench.hpp"
+#include "astral/netbench/netbench.hpp"
 
-namespace nb = astral::plugin::netbench;
+namespace nb = astral::netbench;
 
 namespace {
 struct Pair {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "abi/tuner_v5.h"
-#include "astral/plugin/net_loader.hpp"
+#include "netbench/net_loader.hpp"
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/nccl_tuner.hpp"
 
@@ -29,8 +29,8 @@ double cpu_now() {
 
 int main(int argc, char** argv) {
   std::string why;
-  std::string path = argc > 1 ? argv[1] : astral::plugin::default_net_plugin_path();
-  auto lib = astral::plugin::NetPluginLibrary::open(path, &why);
+  std::string path = argc > 1 ? argv[1] : astral::netbench::default_net_plugin_path();
+  auto lib = astral::netbench::NetPluginLibrary::open(path, &why);
   const auto* v5 = lib ? static_cast<const ncclTuner_v5_t*>(lib->symbol("ncclTunerPlugin_v5")) : nullptr;
   if (!v5) {
     std::fprintf(stderr, "bench_seer_tuner: no ncclTunerPlugin_v5 in '%s' %s\n", path.c_str(), why.c_str());

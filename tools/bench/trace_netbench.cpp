@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "astral/plugin/netbench.hpp"
+#include "astral/netbench/netbench.hpp"
 
-namespace nb = astral::plugin::netbench;
+namespace nb = astral::netbench;
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "abi/nccl_common.h"
-#include "astral/plugin/net.hpp"
+#include "core/net.hpp"
 #include "astral/plugin/observer.hpp"
 
 namespace astral::plugin {

@@ -1,7 +1,7 @@
 // The version-neutral core: contexts, the process's transport (chosen by the factory on the
 // shared host view), argument checks, and dispatch to the transport, which decides everything
 // about devices, memory and flushes. Every ABI version's table ends up here (plugin/abi/net_export.cpp).
-#include "astral/plugin/net.hpp"
+#include "core/net.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +11,7 @@
 
 #include "core/config.hpp"
 #include "core/context.hpp"
+#include "core/guard.hpp"
 #include "core/log.hpp"
 #include "core/net_trace.hpp"
 #include "core/transport.hpp"
@@ -99,132 +100,148 @@ NetAttr sanitized(const NetAttr& in) {
 }  // namespace
 
 ncclResult_t init(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger,
-                  ncclProfilerCallback_t profiler) {
-  *ctx = nullptr;
-  std::lock_guard lock(g_mutex);
-  if (logger) set_logger(logger);
-  if (!g_state) {
-    auto state = std::make_unique<ProcessState>();
-    state->config = load_config();
-    state->host = host_view();
-    std::string why;
-    state->transport = make_transport(state->config, *state->host, &why);
-    if (!state->transport) {
-      ASTRAL_WARN("cannot start: {}", why);
-      return ncclInvalidUsage;
-    }
-    const Transport& t = *state->transport;
-    if (t.device_count() == 0) {
-      ASTRAL_WARN("no network device: {}", why);
-    } else {
-      std::string list;
-      for (int i = 0; i < t.device_count(); ++i) {
-        const NicPort& d = t.device(i);
-        list += fmt::format(" [{}]{}{}", i, d.name, d.rail >= 0 ? fmt::format("(rail {})", d.rail) : "");
+                  ncclProfilerCallback_t profiler) noexcept {
+  return guarded("init", [&]() -> ncclResult_t {
+    *ctx = nullptr;
+    std::lock_guard lock(g_mutex);
+    if (logger) set_logger(logger);
+    if (!g_state) {
+      auto state = std::make_unique<ProcessState>();
+      state->config = load_config();
+      state->host = host_view();
+      std::string why;
+      state->transport = make_transport(state->config, *state->host, &why);
+      if (!state->transport) {
+        ASTRAL_WARN("cannot start: {}", why);
+        return ncclInvalidUsage;
       }
-      ASTRAL_INFO("transport {}, {} device(s):{}", t.name(), t.device_count(), list);
+      const Transport& t = *state->transport;
+      if (t.device_count() == 0) {
+        ASTRAL_WARN("no network device: {}", why);
+      } else {
+        std::string list;
+        for (int i = 0; i < t.device_count(); ++i) {
+          const NicPort& d = t.device(i);
+          list += fmt::format(" [{}]{}{}", i, d.name, d.rail >= 0 ? fmt::format("(rail {})", d.rail) : "");
+        }
+        ASTRAL_INFO("transport {}, {} device(s):{}", t.name(), t.device_count(), list);
+      }
+      g_state = state.release();
     }
-    g_state = state.release();
-  }
-  if (traffic_class < NCCL_NET_TRAFFIC_CLASS_UNDEF) {
-    ASTRAL_WARN("init: traffic class {} is negative and not NCCL_NET_TRAFFIC_CLASS_UNDEF (-1); "
-                "using the transport's default", traffic_class);
-    traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
-  }
-  auto context = std::make_shared<NetContext>();
-  context->comm_id = comm_id;
-  context->traffic_class = traffic_class;
-  context->profiler = profiler;
-  context->observer = make_observer(comm_id);
-  g_state->contexts.insert(context);
-  *ctx = context.get();
-  return ncclSuccess;
+    if (traffic_class < NCCL_NET_TRAFFIC_CLASS_UNDEF) {
+      ASTRAL_WARN("init: traffic class {} is negative and not NCCL_NET_TRAFFIC_CLASS_UNDEF (-1); "
+                  "using the transport's default", traffic_class);
+      traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+    }
+    auto context = std::make_shared<NetContext>();
+    context->comm_id = comm_id;
+    context->traffic_class = traffic_class;
+    context->profiler = profiler;
+    context->observer = make_observer(comm_id);
+    g_state->contexts.insert(context);
+    *ctx = context.get();
+    return ncclSuccess;
+  });
 }
 
-ncclResult_t finalize(void* ctx) {
-  std::lock_guard lock(g_mutex);
-  if (!g_state) return ncclSuccess;  // init failed before creating anything
-  auto it = std::find_if(g_state->contexts.begin(), g_state->contexts.end(),
-                         [&](const auto& c) { return c.get() == ctx; });
-  if (it != g_state->contexts.end()) g_state->contexts.erase(it);
-  if (g_state->contexts.empty()) {
-    // The last finalize: NCCL may dlclose us next. We own no threads, timers or atexit hooks;
-    // release what is left so nothing of ours stays registered or open.
-    g_state->transport->release_abandoned();
-    delete g_state;
-    g_state = nullptr;
-    set_logger(nullptr);
-  }
-  return ncclSuccess;
+ncclResult_t finalize(void* ctx) noexcept {
+  return guarded("finalize", [&]() -> ncclResult_t {
+    std::lock_guard lock(g_mutex);
+    if (!g_state) return ncclSuccess;  // init failed before creating anything
+    auto it = std::find_if(g_state->contexts.begin(), g_state->contexts.end(),
+                           [&](const auto& c) { return c.get() == ctx; });
+    if (it != g_state->contexts.end()) g_state->contexts.erase(it);
+    if (g_state->contexts.empty()) {
+      // The last finalize: NCCL may dlclose us next. We own no threads, timers or atexit hooks;
+      // release what is left so nothing of ours stays registered or open.
+      g_state->transport->release_abandoned();
+      delete g_state;
+      g_state = nullptr;
+      set_logger(nullptr);
+    }
+    return ncclSuccess;
+  });
 }
 
-int live_contexts() {
-  std::lock_guard lock(g_mutex);
+int live_contexts() noexcept {
+  std::lock_guard lock(g_mutex);  // std::mutex::lock throws only on a broken mutex
   return g_state ? static_cast<int>(g_state->contexts.size()) : 0;
 }
 
-ncclResult_t devices(int* ndev) {
-  std::lock_guard lock(g_mutex);
-  Transport* t = transport_or_warn("devices");
-  if (!t) return ncclInternalError;
-  *ndev = t->device_count();
-  return ncclSuccess;
+ncclResult_t devices(int* ndev) noexcept {
+  return guarded("devices", [&]() -> ncclResult_t {
+    std::lock_guard lock(g_mutex);
+    Transport* t = transport_or_warn("devices");
+    if (!t) return ncclInternalError;
+    *ndev = t->device_count();
+    return ncclSuccess;
+  });
 }
 
-ncclResult_t get_properties(int dev, DeviceProperties* props) {
-  Transport* transport = transport_for_device(dev, "getProperties");
-  if (!transport) return ncclInternalError;
-  *props = transport->properties(dev);
-  return ncclSuccess;
+ncclResult_t get_properties(int dev, DeviceProperties* props) noexcept {
+  return guarded("getProperties", [&]() -> ncclResult_t {
+    Transport* transport = transport_for_device(dev, "getProperties");
+    if (!transport) return ncclInternalError;
+    *props = transport->properties(dev);
+    return ncclSuccess;
+  });
 }
 
-ncclResult_t set_net_attr(void* ctx, const NetAttr& attr) {
-  auto context = find_context(ctx);
-  if (!context) {
-    ASTRAL_WARN("setNetAttr: unknown net context {}", ctx);
-    return ncclInternalError;
-  }
-  context->set_attr(sanitized(attr));
-  return ncclSuccess;
+ncclResult_t set_net_attr(void* ctx, const NetAttr& attr) noexcept {
+  return guarded("setNetAttr", [&]() -> ncclResult_t {
+    auto context = find_context(ctx);
+    if (!context) {
+      ASTRAL_WARN("setNetAttr: unknown net context {}", ctx);
+      return ncclInternalError;
+    }
+    context->set_attr(sanitized(attr));
+    return ncclSuccess;
+  });
 }
 
-ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) {
-  *listen_comm = nullptr;
-  auto context = find_context(ctx);
-  if (!context) {
-    ASTRAL_WARN("listen: unknown net context");
-    return ncclInternalError;
-  }
-  Transport* transport = transport_for_device(dev, "listen");
-  if (!transport) return ncclInternalError;
-  std::unique_ptr<ListenComm> comm;
-  ncclResult_t res = transport->listen(context, dev, handle, &comm);
-  if (res == ncclSuccess) *listen_comm = comm.release();
-  return res;
+ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) noexcept {
+  return guarded("listen", [&]() -> ncclResult_t {
+    *listen_comm = nullptr;
+    auto context = find_context(ctx);
+    if (!context) {
+      ASTRAL_WARN("listen: unknown net context");
+      return ncclInternalError;
+    }
+    Transport* transport = transport_for_device(dev, "listen");
+    if (!transport) return ncclInternalError;
+    std::unique_ptr<ListenComm> comm;
+    ncclResult_t res = transport->listen(context, dev, handle, &comm);
+    if (res == ncclSuccess) *listen_comm = comm.release();
+    return res;
+  });
 }
 
-ncclResult_t connect(void* ctx, int dev, void* handle, int traffic_class, void** send_comm) {
-  *send_comm = nullptr;
-  auto context = find_context(ctx);
-  if (!context) {
-    ASTRAL_WARN("connect: unknown net context");
-    return ncclInternalError;
-  }
-  Transport* transport = transport_for_device(dev, "connect");
-  if (!transport) return ncclInternalError;
-  if (traffic_class < 0) traffic_class = context->traffic_class;
-  std::unique_ptr<SendComm> comm;
-  ncclResult_t res = transport->connect(context, dev, handle, traffic_class, &comm);
-  if (res == ncclSuccess) *send_comm = static_cast<Comm*>(comm.release());
-  return res;
+ncclResult_t connect(void* ctx, int dev, void* handle, int traffic_class, void** send_comm) noexcept {
+  return guarded("connect", [&]() -> ncclResult_t {
+    *send_comm = nullptr;
+    auto context = find_context(ctx);
+    if (!context) {
+      ASTRAL_WARN("connect: unknown net context");
+      return ncclInternalError;
+    }
+    Transport* transport = transport_for_device(dev, "connect");
+    if (!transport) return ncclInternalError;
+    if (traffic_class < 0) traffic_class = context->traffic_class;
+    std::unique_ptr<SendComm> comm;
+    ncclResult_t res = transport->connect(context, dev, handle, traffic_class, &comm);
+    if (res == ncclSuccess) *send_comm = static_cast<Comm*>(comm.release());
+    return res;
+  });
 }
 
-ncclResult_t accept(void* listen_comm, void** recv_comm) {
-  *recv_comm = nullptr;
-  std::unique_ptr<RecvComm> comm;
-  ncclResult_t res = static_cast<ListenComm*>(listen_comm)->accept(&comm);
-  if (res == ncclSuccess) *recv_comm = static_cast<Comm*>(comm.release());
-  return res;
+ncclResult_t accept(void* listen_comm, void** recv_comm) noexcept {
+  return guarded("accept", [&]() -> ncclResult_t {
+    *recv_comm = nullptr;
+    std::unique_ptr<RecvComm> comm;
+    ncclResult_t res = static_cast<ListenComm*>(listen_comm)->accept(&comm);
+    if (res == ncclSuccess) *recv_comm = static_cast<Comm*>(comm.release());
+    return res;
+  });
 }
 
 namespace {
@@ -241,106 +258,124 @@ Transport* transport_for_comm(void* comm, const char* call) {
 }
 }  // namespace
 
-ncclResult_t reg_mr(void* comm, const MemoryRegion& region, void** mhandle) {
-  *mhandle = nullptr;
-  Transport* t = transport_for_comm(comm, region.dmabuf ? "regMrDmaBuf" : "regMr");
-  if (!t) return ncclInternalError;
-  return t->reg_mr(*static_cast<Comm*>(comm), region, mhandle);
+ncclResult_t reg_mr(void* comm, const MemoryRegion& region, void** mhandle) noexcept {
+  return guarded("regMr", [&]() -> ncclResult_t {
+    *mhandle = nullptr;
+    Transport* t = transport_for_comm(comm, region.dmabuf ? "regMrDmaBuf" : "regMr");
+    if (!t) return ncclInternalError;
+    return t->reg_mr(*static_cast<Comm*>(comm), region, mhandle);
+  });
 }
 
-ncclResult_t dereg_mr(void* comm, void* mhandle) {
-  Transport* t = transport_for_comm(comm, "deregMr");
-  if (!t) return ncclInternalError;
-  return t->dereg_mr(*static_cast<Comm*>(comm), mhandle);
+ncclResult_t dereg_mr(void* comm, void* mhandle) noexcept {
+  return guarded("deregMr", [&]() -> ncclResult_t {
+    Transport* t = transport_for_comm(comm, "deregMr");
+    if (!t) return ncclInternalError;
+    return t->dereg_mr(*static_cast<Comm*>(comm), mhandle);
+  });
 }
 
 ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
-                   void* phandle, void** request) {
-  *request = nullptr;
-  auto* comm = static_cast<Comm*>(send_comm);
-  if (!comm || comm->kind() != Comm::Kind::kSend) {
-    ASTRAL_WARN("isend on something that is not a send comm");
-    return ncclInternalError;
-  }
-  if (size > NCCL_NET_MAX_SIZE_P2P || (size > 0 && !data)) {
-    ASTRAL_WARN("isend of {} bytes from {}: larger than maxP2pBytes or no buffer", size, data);
-    return ncclInternalError;
-  }
-  Request* r = nullptr;
-  ncclResult_t res = static_cast<SendComm*>(comm)->isend(data, size, tag, mhandle, phandle, &r);
-  *request = r;
-  return res;
+                   void* phandle, void** request) noexcept {
+  return guarded("isend", [&]() -> ncclResult_t {
+    *request = nullptr;
+    auto* comm = static_cast<Comm*>(send_comm);
+    if (!comm || comm->kind() != Comm::Kind::kSend) {
+      ASTRAL_WARN("isend on something that is not a send comm");
+      return ncclInternalError;
+    }
+    if (size > NCCL_NET_MAX_SIZE_P2P || (size > 0 && !data)) {
+      ASTRAL_WARN("isend of {} bytes from {}: larger than maxP2pBytes or no buffer", size, data);
+      return ncclInternalError;
+    }
+    Request* r = nullptr;
+    ncclResult_t res = static_cast<SendComm*>(comm)->isend(data, size, tag, mhandle, phandle, &r);
+    *request = r;
+    return res;
+  });
 }
 
 ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
-                   void** mhandles, void** phandles, void** request) {
-  // NCCL may pre-set *request to NCCL_NET_OPTIONAL_RECV_COMPLETION as a hint; TCP completes a
-  // receive only once its bytes are in the buffer, so the hint changes nothing. Always overwrite.
-  *request = nullptr;
-  auto* comm = static_cast<Comm*>(recv_comm);
-  if (!comm || comm->kind() != Comm::Kind::kRecv) {
-    ASTRAL_WARN("irecv on something that is not a receive comm");
-    return ncclInternalError;
-  }
-  if (n < 1 || n > kMaxGroupedRecvs) {
-    ASTRAL_WARN("irecv with {} buffers; at most {} are supported", n, kMaxGroupedRecvs);
-    return ncclInternalError;
-  }
-  for (int i = 0; i < n; ++i) {
-    if (sizes[i] > 0 && !data[i]) {
-      ASTRAL_WARN("irecv slot {}: {} bytes into a null buffer", i, sizes[i]);
+                   void** mhandles, void** phandles, void** request) noexcept {
+  return guarded("irecv", [&]() -> ncclResult_t {
+    // NCCL may pre-set *request to NCCL_NET_OPTIONAL_RECV_COMPLETION as a hint; TCP completes a
+    // receive only once its bytes are in the buffer, so the hint changes nothing. Always overwrite.
+    *request = nullptr;
+    auto* comm = static_cast<Comm*>(recv_comm);
+    if (!comm || comm->kind() != Comm::Kind::kRecv) {
+      ASTRAL_WARN("irecv on something that is not a receive comm");
       return ncclInternalError;
     }
-  }
-  Request* r = nullptr;
-  ncclResult_t res = static_cast<RecvComm*>(comm)->irecv(n, data, sizes, tags, mhandles, phandles, &r);
-  *request = r;
-  return res;
+    if (n < 1 || n > kMaxGroupedRecvs) {
+      ASTRAL_WARN("irecv with {} buffers; at most {} are supported", n, kMaxGroupedRecvs);
+      return ncclInternalError;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (sizes[i] > 0 && !data[i]) {
+        ASTRAL_WARN("irecv slot {}: {} bytes into a null buffer", i, sizes[i]);
+        return ncclInternalError;
+      }
+    }
+    Request* r = nullptr;
+    ncclResult_t res = static_cast<RecvComm*>(comm)->irecv(n, data, sizes, tags, mhandles, phandles, &r);
+    *request = r;
+    return res;
+  });
 }
 
 ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles,
-                    void** request) {
-  // The transport decides whether received data needs a flush; a null request means "complete".
-  *request = nullptr;
-  auto* comm = static_cast<Comm*>(recv_comm);
-  if (!comm || comm->kind() != Comm::Kind::kRecv) {
-    ASTRAL_WARN("iflush on something that is not a receive comm");
-    return ncclInternalError;
-  }
-  if (n < 1 || n > kMaxGroupedRecvs) {
-    ASTRAL_WARN("iflush with {} buffers; at most {} are supported", n, kMaxGroupedRecvs);
-    return ncclInternalError;
-  }
-  Request* r = nullptr;
-  ncclResult_t res = static_cast<RecvComm*>(comm)->iflush(n, data, sizes, mhandles, &r);
-  *request = r;
-  return res;
+                    void** request) noexcept {
+  return guarded("iflush", [&]() -> ncclResult_t {
+    // The transport decides whether received data needs a flush; a null request means "complete".
+    *request = nullptr;
+    auto* comm = static_cast<Comm*>(recv_comm);
+    if (!comm || comm->kind() != Comm::Kind::kRecv) {
+      ASTRAL_WARN("iflush on something that is not a receive comm");
+      return ncclInternalError;
+    }
+    if (n < 1 || n > kMaxGroupedRecvs) {
+      ASTRAL_WARN("iflush with {} buffers; at most {} are supported", n, kMaxGroupedRecvs);
+      return ncclInternalError;
+    }
+    Request* r = nullptr;
+    ncclResult_t res = static_cast<RecvComm*>(comm)->iflush(n, data, sizes, mhandles, &r);
+    *request = r;
+    return res;
+  });
 }
 
-ncclResult_t test(void* request, int* done, int* sizes) {
-  *done = 0;
-  if (!request) {
-    ASTRAL_WARN("test on a null request");
-    return ncclInternalError;
-  }
-  return static_cast<Request*>(request)->test(done, sizes);
+ncclResult_t test(void* request, int* done, int* sizes) noexcept {
+  return guarded("test", [&]() -> ncclResult_t {
+    *done = 0;
+    if (!request) {
+      ASTRAL_WARN("test on a null request");
+      return ncclInternalError;
+    }
+    return static_cast<Request*>(request)->test(done, sizes);
+  });
 }
 
-ncclResult_t close_send(void* send_comm) {
-  auto* comm = static_cast<Comm*>(send_comm);
-  if (comm && comm->kind() == Comm::Kind::kSend) delete comm;
-  return ncclSuccess;
+ncclResult_t close_send(void* send_comm) noexcept {
+  return guarded("closeSend", [&]() -> ncclResult_t {
+    auto* comm = static_cast<Comm*>(send_comm);
+    if (comm && comm->kind() == Comm::Kind::kSend) delete comm;
+    return ncclSuccess;
+  });
 }
 
-ncclResult_t close_recv(void* recv_comm) {
-  auto* comm = static_cast<Comm*>(recv_comm);
-  if (comm && comm->kind() == Comm::Kind::kRecv) delete comm;
-  return ncclSuccess;
+ncclResult_t close_recv(void* recv_comm) noexcept {
+  return guarded("closeRecv", [&]() -> ncclResult_t {
+    auto* comm = static_cast<Comm*>(recv_comm);
+    if (comm && comm->kind() == Comm::Kind::kRecv) delete comm;
+    return ncclSuccess;
+  });
 }
 
-ncclResult_t close_listen(void* listen_comm) {
-  delete static_cast<ListenComm*>(listen_comm);
-  return ncclSuccess;
+ncclResult_t close_listen(void* listen_comm) noexcept {
+  return guarded("closeListen", [&]() -> ncclResult_t {
+    delete static_cast<ListenComm*>(listen_comm);
+    return ncclSuccess;
+  });
 }
 
 }  // namespace net

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "abi/nccl_common.h"
-#include "astral/plugin/net.hpp"
+#include "core/net.hpp"
 #include "core/context.hpp"
 #include "core/host_view.hpp"
 

@@ -10,6 +10,7 @@
 
 #include "core/config.hpp"
 #include "core/transport.hpp"
+#include "tcp/devices.hpp"
 #include "tcp/socket.hpp"
 #include "tcp/wire.hpp"
 

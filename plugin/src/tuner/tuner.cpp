@@ -216,11 +216,12 @@ Context* init(const InitArgs& args, const EnvLookup& env) noexcept {
   return ctx;
 }
 
-void fill_cost_table(Context* ctx, int coll, std::size_t bytes, int num_pipe_ops, float* table,
-                     int num_algo, int num_proto) noexcept {
-  if (!ctx || !ctx->model || !table || coll < 0 || coll >= kCollectives) return;
+ncclResult_t fill_cost_table(Context* ctx, int coll, std::size_t bytes, int num_pipe_ops, float* table,
+                             int num_algo, int num_proto) noexcept {
+  if (!ctx || !ctx->model) return ncclSuccess;  // disabled: no opinion
+  if (!table || coll < 0 || coll >= kCollectives) return ncclInvalidArgument;
   ++ctx->calls;
-  if (ctx->model->fill(coll, bytes, table, num_algo, num_proto) == 0) return;
+  if (ctx->model->fill(coll, bytes, table, num_algo, num_proto) == 0) return ncclSuccess;
   if (num_pipe_ops > 1 && num_algo > kRing && num_proto > 0) {
     // NCCL pays a ring's latency once per aggregated operation (the other algorithms batch them):
     // add Seer's one-byte ring cost for each operation after the first.
@@ -232,11 +233,13 @@ void fill_cost_table(Context* ctx, int coll, std::size_t bytes, int num_pipe_ops
     }
   }
   ctx->count_choice(coll, table, num_algo, num_proto);
+  return ncclSuccess;
 }
 
-void choose(Context* ctx, int coll, std::size_t bytes, bool nvls_supported, int num_pipe_ops,
-            int* algorithm, int* protocol) noexcept {
-  if (!ctx || !ctx->model || !algorithm || !protocol) return;
+ncclResult_t choose(Context* ctx, int coll, std::size_t bytes, bool nvls_supported, int num_pipe_ops,
+                    int* algorithm, int* protocol) noexcept {
+  if (!ctx || !ctx->model) return ncclSuccess;
+  if (!algorithm || !protocol) return ncclInvalidArgument;
   // What a v2 NCCL can run: tree and ring, NVLS when it says so. FLT_MAX marks "enabled, no
   // estimate yet", so an entry Seer does not model is never the cheapest.
   float table[kAlgos * kProtos];
@@ -246,13 +249,16 @@ void choose(Context* ctx, int coll, std::size_t bytes, bool nvls_supported, int 
   if (nvls_supported)
     for (int a : {int(seer::Algorithm::kNvls), int(seer::Algorithm::kNvlsTree)})
       for (int p = 0; p < kProtos; ++p) table[a * kProtos + p] = FLT_MAX;
-  fill_cost_table(ctx, coll, bytes, num_pipe_ops, table, kAlgos, kProtos);
+  if (ncclResult_t res = fill_cost_table(ctx, coll, bytes, num_pipe_ops, table, kAlgos, kProtos);
+      res != ncclSuccess)
+    return res;
   int best = -1;
   for (int i = 0; i < kAlgos * kProtos; ++i)
     if (table[i] >= 0 && table[i] < FLT_MAX && (best < 0 || table[i] < table[best])) best = i;
-  if (best < 0) return;
+  if (best < 0) return ncclSuccess;
   *algorithm = best / kProtos;
   *protocol = best % kProtos;
+  return ncclSuccess;
 }
 
 std::size_t protocol_grain(int protocol) noexcept {
@@ -264,9 +270,10 @@ std::size_t protocol_grain(int protocol) noexcept {
   }
 }
 
-void chunk_size(Context* ctx, int coll, std::size_t bytes, int algorithm, int protocol,
-                int n_channels, std::size_t* chunk_bytes) noexcept {
-  if (!ctx || !chunk_bytes) return;
+ncclResult_t chunk_size(Context* ctx, int coll, std::size_t bytes, int algorithm, int protocol,
+                        int n_channels, std::size_t* chunk_bytes) noexcept {
+  if (!ctx) return ncclSuccess;
+  if (!chunk_bytes) return ncclInvalidArgument;
   ++ctx->chunk_calls;
   const bool modelled = bytes > 0 && coll >= 0 && coll < kCollectives && algorithm >= 0 &&
                         algorithm < kAlgos && protocol_grain(protocol) > 0 && n_channels > 0;
@@ -281,13 +288,14 @@ void chunk_size(Context* ctx, int coll, std::size_t bytes, int algorithm, int pr
       } catch (...) {
       }
     }
-    return;
+    return ncclInvalidArgument;
   }
   // Seer's collective model prices whole collectives (alpha-beta per algorithm and protocol); it
   // has no pipelining term that would say a chunk size is better than NCCL's, so NCCL's value
   // stands. Where it gains one, its answer goes here, raised to the protocol grain.
   std::optional<std::size_t> seer_choice;
   if (seer_choice) *chunk_bytes = std::max(*seer_choice, protocol_grain(protocol));
+  return ncclSuccess;
 }
 
 void finalize(Context* ctx) noexcept {

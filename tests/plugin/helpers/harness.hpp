@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "abi/net_v11.h"
-#include "astral/plugin/net_loader.hpp"
+#include "netbench/net_loader.hpp"
 
 namespace astral::test {
 
@@ -91,7 +91,7 @@ class LoadedPlugin {
  public:
   LoadedPlugin() {
     std::string why;
-    lib_ = plugin::NetPluginLibrary::open(plugin_path(), &why);
+    lib_ = netbench::NetPluginLibrary::open(plugin_path(), &why);
     if (!lib_) throw std::runtime_error(why);
   }
   const ncclNet_v11_t& net() const { return lib_->net(); }
@@ -107,7 +107,7 @@ class LoadedPlugin {
   }
 
  private:
-  std::unique_ptr<plugin::NetPluginLibrary> lib_;
+  std::unique_ptr<netbench::NetPluginLibrary> lib_;
 };
 
 // One initialised context on the loopback device; finalized on destruction.

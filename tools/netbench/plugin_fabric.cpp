@@ -10,7 +10,7 @@
 
 #include "netbench/fabric.hpp"
 
-namespace astral::plugin::netbench {
+namespace astral::netbench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -162,4 +162,4 @@ std::unique_ptr<Fabric> make_plugin_fabric(const ncclNet_v11_t& net, void* ctx, 
   return std::make_unique<PluginFabric>(net, ctx, dev, rank, ranks, bootstrap, timeout_s);
 }
 
-}  // namespace astral::plugin::netbench
+}  // namespace astral::netbench

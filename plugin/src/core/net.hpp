@@ -3,7 +3,8 @@
 // ncclNet_vN_t onto these calls; tests and tools may call them directly. Semantics follow NCCL's
 // contract (reference: nccl-plugin-abi.md §1.5): nothing blocks, connect/accept are polled, test
 // reports completion. Handles are opaque pointers owned by the plugin until closed/finalized.
-// These functions may throw (std::bad_alloc); the ABI layer turns exceptions into ncclResult_t.
+// Every call is noexcept and returns ncclResult_t (core/guard.hpp: the convention the tuner and
+// profiler cores follow too).
 #include <cstddef>
 #include <cstdint>
 
@@ -56,35 +57,35 @@ struct NetAttr {
 // the process reads the configuration and builds the device table; the last finalize releases it,
 // after which nothing of the plugin runs (NCCL may dlclose the library).
 ncclResult_t init(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger,
-                  ncclProfilerCallback_t profiler);
-ncclResult_t finalize(void* ctx);
-ncclResult_t devices(int* ndev);
-ncclResult_t get_properties(int dev, DeviceProperties* props);
-ncclResult_t set_net_attr(void* ctx, const NetAttr& attr);
+                  ncclProfilerCallback_t profiler) noexcept;
+ncclResult_t finalize(void* ctx) noexcept;
+ncclResult_t devices(int* ndev) noexcept;
+ncclResult_t get_properties(int dev, DeviceProperties* props) noexcept;
+ncclResult_t set_net_attr(void* ctx, const NetAttr& attr) noexcept;
 
-ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm);
+ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) noexcept;
 // traffic_class overrides the context's (net v10 passes it per connect); -1 = the context's.
-ncclResult_t connect(void* ctx, int dev, void* handle, int traffic_class, void** send_comm);
-ncclResult_t accept(void* listen_comm, void** recv_comm);
+ncclResult_t connect(void* ctx, int dev, void* handle, int traffic_class, void** send_comm) noexcept;
+ncclResult_t accept(void* listen_comm, void** recv_comm) noexcept;
 
 // Registration belongs to the comm (send or receive) NCCL names; the transport decides what it
 // can register.
-ncclResult_t reg_mr(void* comm, const MemoryRegion& region, void** mhandle);
-ncclResult_t dereg_mr(void* comm, void* mhandle);
+ncclResult_t reg_mr(void* comm, const MemoryRegion& region, void** mhandle) noexcept;
+ncclResult_t dereg_mr(void* comm, void* mhandle) noexcept;
 
 ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
-                   void* phandle, void** request);
+                   void* phandle, void** request) noexcept;
 ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
-                   void** mhandles, void** phandles, void** request);
+                   void** mhandles, void** phandles, void** request) noexcept;
 ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles,
-                    void** request);
-ncclResult_t test(void* request, int* done, int* sizes);
+                    void** request) noexcept;
+ncclResult_t test(void* request, int* done, int* sizes) noexcept;
 
-ncclResult_t close_send(void* send_comm);
-ncclResult_t close_recv(void* recv_comm);
-ncclResult_t close_listen(void* listen_comm);
+ncclResult_t close_send(void* send_comm) noexcept;
+ncclResult_t close_recv(void* recv_comm) noexcept;
+ncclResult_t close_listen(void* listen_comm) noexcept;
 
 // Contexts alive in this process (for tests and diagnostics).
-int live_contexts();
+int live_contexts() noexcept;
 
 }  // namespace astral::plugin::net

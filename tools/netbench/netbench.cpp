@@ -1,7 +1,7 @@
 // netbench orchestration: local ranks (forked processes) or one rank per host, a coordinator for
 // the out-of-band exchange, the plugin and the sockets baseline measured in turns, and the
 // merge of every rank's timings into one measurement per engine and size.
-#include "astral/plugin/netbench.hpp"
+#include "astral/netbench/netbench.hpp"
 
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -19,12 +19,12 @@
 #include <stdexcept>
 #include <thread>
 
-#include "astral/plugin/net_loader.hpp"
+#include "netbench/net_loader.hpp"
 #include "netbench/bootstrap.hpp"
 #include "netbench/fabric.hpp"
 #include "netbench/patterns.hpp"
 
-namespace astral::plugin::netbench {
+namespace astral::netbench {
 namespace {
 
 int g_rank = 0;
@@ -180,9 +180,6 @@ std::vector<std::string> run_rank(const Options& o, int rank, int ranks, Bootstr
   g_verbose = o.verbose;
   std::string path = o.plugin_path.empty() ? default_net_plugin_path() : o.plugin_path;
   std::string why;
-  if (path.empty()) {
-    throw std::runtime_error("netbench: libnccl-net-astral.so not found; pass --plugin PATH");
-  }
   if (!o.trace_dir.empty()) {
     // Read by the plugin when it opens its trace file; RANK names the file and its header.
     setenv("ASTRAL_TRACE_DIR", o.trace_dir.c_str(), 1);
@@ -381,4 +378,4 @@ std::vector<Measurement> run(const Options& o,
   return merge(o, coordinator.last_round());
 }
 
-}  // namespace astral::plugin::netbench
+}  // namespace astral::netbench

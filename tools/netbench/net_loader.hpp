@@ -6,7 +6,7 @@
 
 #include "abi/net_v11.h"
 
-namespace astral::plugin {
+namespace astral::netbench {
 
 class NetPluginLibrary {
  public:
@@ -29,7 +29,8 @@ class NetPluginLibrary {
 };
 
 // Where libnccl-net-astral.so is: $ASTRAL_NET_PLUGIN if set, else next to the running executable
-// (or one folder up), else where the build put it. "" when none exists.
+// (or one folder up: a build tree's bench/ and tests/), else the bare file name, which dlopen looks
+// up on the loader path (where the package installs it).
 std::string default_net_plugin_path();
 
-}  // namespace astral::plugin
+}  // namespace astral::netbench

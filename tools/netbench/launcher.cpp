@@ -10,10 +10,10 @@
 #include <optional>
 #include <stdexcept>
 
-#include "astral/plugin/netbench.hpp"
+#include "astral/netbench/netbench.hpp"
 #include "netbench/bootstrap.hpp"
 
-namespace astral::plugin::netbench {
+namespace astral::netbench {
 namespace {
 
 struct RankSource {
@@ -169,4 +169,4 @@ bool apply_launcher(const EnvFn& env, Options* o) {
                            chosen->launcher, rank, size));
 }
 
-}  // namespace astral::plugin::netbench
+}  // namespace astral::netbench

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace astral::plugin::netbench {
+namespace astral::netbench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -175,4 +175,4 @@ PatternRun run_pattern(Fabric& fabric, const PatternSpec& spec, int rank, int ra
   return {};
 }
 
-}  // namespace astral::plugin::netbench
+}  // namespace astral::netbench

@@ -1,4 +1,4 @@
-#include "astral/plugin/net_loader.hpp"
+#include "netbench/net_loader.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
-namespace astral::plugin {
+namespace astral::netbench {
 
 std::unique_ptr<NetPluginLibrary> NetPluginLibrary::open(const std::string& path,
                                                          std::string* why) {
@@ -41,10 +41,9 @@ std::string default_net_plugin_path() {
       if (fs::exists(dir / kName, ec)) return (dir / kName).string();
     }
   }
-#ifdef ASTRAL_NET_PLUGIN_BUILD_PATH
-  if (fs::exists(ASTRAL_NET_PLUGIN_BUILD_PATH, ec)) return ASTRAL_NET_PLUGIN_BUILD_PATH;
-#endif
-  return {};
+  // Installed (the Debian package puts the CLI in /usr/bin and the plugin on the loader path):
+  // the bare name makes dlopen search the loader path, as NCCL_NET_PLUGIN=astral does.
+  return kName;
 }
 
-}  // namespace astral::plugin
+}  // namespace astral::netbench

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace astral::plugin::netbench {
+namespace astral::netbench {
 
 enum class Pattern { kPingPong, kStream, kBidirectional, kAllToAll, kAllReduce };
 const char* pattern_name(Pattern pattern);
@@ -81,4 +81,4 @@ std::vector<std::string> expand_slurm_nodelist(const std::string& list);
 bool parse_size(const std::string& text, size_t* bytes);
 std::string format_size(size_t bytes);
 
-}  // namespace astral::plugin::netbench
+}  // namespace astral::netbench

@@ -17,7 +17,7 @@
 
 #include "netbench/fabric.hpp"
 
-namespace astral::plugin::netbench {
+namespace astral::netbench {
 namespace {
 
 [[noreturn]] void fail_errno(const std::string& what) {
@@ -173,4 +173,4 @@ std::unique_ptr<Fabric> make_socket_fabric(const std::string& address, int rank,
   return std::make_unique<SocketFabric>(address, rank, ranks, bootstrap, timeout_s);
 }
 
-}  // namespace astral::plugin::netbench
+}  // namespace astral::netbench

@@ -9,7 +9,7 @@
 #include "abi/net_v11.h"
 #include "netbench/bootstrap.hpp"
 
-namespace astral::plugin::netbench {
+namespace astral::netbench {
 
 struct Op {
   int peer = 0;
@@ -37,4 +37,4 @@ std::unique_ptr<Fabric> make_plugin_fabric(const ncclNet_v11_t& net, void* ctx, 
 std::unique_ptr<Fabric> make_socket_fabric(const std::string& address, int rank, int ranks,
                                            BootstrapClient& bootstrap, double timeout_s);
 
-}  // namespace astral::plugin::netbench
+}  // namespace astral::netbench

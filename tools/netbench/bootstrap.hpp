@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace astral::plugin::netbench {
+namespace astral::netbench {
 
 class Coordinator {
  public:
@@ -55,4 +55,4 @@ bool split_host_port(const std::string& text, std::string* host, int* port);
 // A random token (hex) for local runs.
 std::string random_token();
 
-}  // namespace astral::plugin::netbench
+}  // namespace astral::netbench

@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
-namespace astral::plugin::netbench {
+namespace astral::netbench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -274,4 +274,4 @@ std::vector<std::string> BootstrapClient::allgather(const std::string& mine) {
   return blobs;
 }
 
-}  // namespace astral::plugin::netbench
+}  // namespace astral::netbench

@@ -3,10 +3,10 @@
 #include <cstddef>
 #include <vector>
 
-#include "astral/plugin/netbench.hpp"
+#include "astral/netbench/netbench.hpp"
 #include "netbench/fabric.hpp"
 
-namespace astral::plugin::netbench {
+namespace astral::netbench {
 
 struct PatternRun {
   std::vector<double> iteration_s;  // per timed iteration (empty for stream)
@@ -26,4 +26,4 @@ struct PatternSpec {
 // bidirectional; all ranks take part in all-to-all and all-reduce.
 PatternRun run_pattern(Fabric& fabric, const PatternSpec& spec, int rank, int ranks);
 
-}  // namespace astral::plugin::netbench
+}  // namespace astral::netbench
