@@ -266,6 +266,7 @@ namespace {
 
 // The exporter over the same BMCs: one poll, then scrapes over HTTP.
 void scrape_report(const std::vector<RedfishEndpoint>& endpoints, const Args& args) {
+  if (args.scrapes == 0) return;  // --scrapes 0: the poll alone (at 12,500 BMCs a scrape is ~300 MB)
   FacilityConfig cfg;
   cfg.redfish = endpoints;
   cfg.poll.concurrency = args.concurrency;
