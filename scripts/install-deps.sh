@@ -15,6 +15,8 @@ packages="$packages clang libclang-rt-14-dev"
 packages="$packages libsystemd-dev systemd-journal-remote rsyslog"
 # prometheus and promtool: the monitor's metric source tests and the facility rule tests.
 packages="$packages prometheus"
+# libmicrohttpd: the facility exporter's, push listener's and mockup's HTTP(S) server.
+packages="$packages libmicrohttpd-dev"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -136,115 +136,146 @@ std::vector<EventStreamStatus> EventSubscriber::status() const {
   return out;
 }
 
+void EventSubscriber::update(Stream& s, const std::function<void(EventStreamStatus&)>& change) {
+  std::lock_guard<std::mutex> lock(mu_);
+  change(s.status);
+}
+
+void EventSubscriber::wait(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(wait_mu_);
+  wake_.wait_for(lock, d, [&] { return stopping_.load(); });
+}
+
+// Where is the stream? EventService.ServerSentEventUri (DSP0266). Returns its URL, or "" with
+// `error` set (a failure worth retrying) or with `polling_only` set (the service offers none).
+std::string EventSubscriber::find_stream(Stream& s, std::string& error, bool& polling_only) {
+  detail::HttpClient client(client_options(s.endpoint, options_));
+  const std::string& base = s.endpoint.url;
+  auto es = client.request("GET", base + "/redfish/v1/EventService", "", {"Accept: application/json"}, basic_of(s.endpoint),
+                           options_.request_timeout);
+  if (es.status != 200) {
+    error = es.status ? fmt::format("GET EventService: HTTP {}", es.status) : "GET EventService: " + es.error;
+    return {};
+  }
+  auto j = json::parse(es.body, nullptr, false);
+  if (!j.is_object()) {
+    error = "EventService is not JSON";
+    return {};
+  }
+  if (!j.contains("ServerSentEventUri") || !j["ServerSentEventUri"].is_string()) {
+    polling_only = true;
+    return {};
+  }
+  std::string uri = j["ServerSentEventUri"].get<std::string>();
+  if (uri.find("://") == std::string::npos) return base + uri;
+  if (uri.rfind(base + "/", 0) != 0) {  // our credentials go with the stream request: never to another host
+    error = "ServerSentEventUri points to another host; not following it";
+    return {};
+  }
+  return uri;
+}
+
+// One event from the stream: dedupe by id, count, hand fresh alarms to the sink.
+void EventSubscriber::deliver(Stream& s, const SseMessage& m) {
+  if (!m.id.empty()) s.last_event_id = m.id;
+  ParsedEvent ev = parse_redfish_event(m.data, s.endpoint.name, m.id);
+  std::vector<Alarm> fresh;
+  std::uint64_t dups = 0;
+  for (std::size_t i = 0; i < ev.alarms.size(); ++i) {
+    if (dedupe_.first_time(s.endpoint.name + "|" + ev.ids[i])) fresh.push_back(std::move(ev.alarms[i]));
+    else ++dups;
+  }
+  update(s, [&](EventStreamStatus& st) {
+    ++st.events;
+    st.duplicates += dups;
+    st.rejected += ev.errors.size();
+    if (!ev.errors.empty()) st.last_error = ev.errors.back();
+  });
+  if (!fresh.empty()) sink_(std::move(fresh));
+}
+
+namespace {
+
+// The stream request: no overall timeout (a silent stream is cut by the low-speed limit instead),
+// Last-Event-ID to resume, TLS and credentials as the endpoint says.
+void configure_stream(CURL* curl, const RedfishEndpoint& e, const EventStreamOptions& o, const std::string& url,
+                      curl_slist* headers, StreamTransfer& t, char* errbuf) {
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o.connect_timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o.idle_timeout.count() / 1000)));
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_stream_bytes);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_stream_header);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_stream_progress);
+  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &t);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, e.verify_tls ? 1L : 0L);
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, e.verify_tls ? 2L : 0L);
+  if (!e.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, e.ca_file.c_str());
+  if (auto b = basic_of(e); b.username) {
+    curl_easy_setopt(curl, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+    curl_easy_setopt(curl, CURLOPT_USERNAME, b.username->c_str());
+    curl_easy_setopt(curl, CURLOPT_PASSWORD, b.password->c_str());
+  }
+}
+
+}  // namespace
+
+// Holds the stream open until it ends; returns why it ended. `healthy`: it worked for a while
+// (events or keep-alives) and ended without misbehaving, so the backoff starts again.
+std::string EventSubscriber::hold_stream(Stream& s, const std::string& url, bool& healthy) {
+  StreamTransfer t{SseParser(options_.max_message_bytes), &stopping_, {}, {}, options_.max_events_per_second};
+  t.on_message = [&](const SseMessage& m) { deliver(s, m); };
+  curl_slist* headers = curl_slist_append(nullptr, "Accept: text/event-stream");
+  std::string last_id_header;
+  if (!s.last_event_id.empty()) {
+    last_id_header = "Last-Event-ID: " + s.last_event_id;
+    headers = curl_slist_append(headers, last_id_header.c_str());
+  }
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  CURL* curl = curl_easy_init();
+  configure_stream(curl, s.endpoint, options_, url, headers, t, errbuf);
+  update(s, [](EventStreamStatus& st) { st.connected = true; ++st.connects; });
+  CURLcode rc = curl_easy_perform(curl);
+  long status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(curl);
+  bool misbehaved = !t.flood.empty() || t.parser.bad();
+  healthy = !misbehaved && (t.in_window > 0 || t.parser.comments() > 0);
+  if (!t.flood.empty()) return t.flood;
+  if (t.parser.bad()) return "the event stream is malformed: " + t.parser.error();
+  if (status != 200 && status != 0) return fmt::format("the service refused the event stream: HTTP {}", status);
+  if (rc == CURLE_OPERATION_TIMEDOUT) return "the event stream went silent (no keep-alive); reconnecting";
+  if (rc != CURLE_OK) return fmt::format("the event stream broke: {}", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+  return "the service closed the event stream";
+}
+
 void EventSubscriber::run(Stream& s) {
   std::mt19937 rng(std::random_device{}());
   auto backoff = options_.backoff;
-  auto set = [&](auto&& fn) {
-    std::lock_guard<std::mutex> lock(mu_);
-    fn(s.status);
-  };
-  auto wait = [&](std::chrono::milliseconds d) {
-    std::unique_lock<std::mutex> lock(wait_mu_);
-    wake_.wait_for(lock, d, [&] { return stopping_.load(); });
-  };
   while (!stopping_.load()) {
-    // Where is the stream? EventService.ServerSentEventUri (DSP0266); absent: polling only.
-    detail::HttpClient client(client_options(s.endpoint, options_));
-    std::string base = s.endpoint.url;
-    auto es = client.request("GET", base + "/redfish/v1/EventService", "", {"Accept: application/json"},
-                             basic_of(s.endpoint), options_.request_timeout);
-    std::string sse_uri;
     std::string error;
-    if (es.status == 200) {
-      auto j = json::parse(es.body, nullptr, false);
-      if (j.is_object() && j.contains("ServerSentEventUri") && j["ServerSentEventUri"].is_string())
-        sse_uri = j["ServerSentEventUri"].get<std::string>();
-      else if (j.is_object()) {
-        set([](EventStreamStatus& st) { st.mode = "none"; st.last_error = "the service offers no ServerSentEventUri: polling only"; });
-        return;
-      } else {
-        error = "EventService is not JSON";
-      }
-    } else {
-      error = es.status ? fmt::format("GET EventService: HTTP {}", es.status) : "GET EventService: " + es.error;
+    bool polling_only = false;
+    std::string url = find_stream(s, error, polling_only);
+    if (polling_only) {
+      update(s, [](EventStreamStatus& st) { st.mode = "none"; st.last_error = "the service offers no ServerSentEventUri: polling only"; });
+      return;
     }
-    bool elsewhere = sse_uri.find("://") != std::string::npos && sse_uri.rfind(base + "/", 0) != 0;
-    if (elsewhere) {  // our credentials go with the stream request: never to another host
-      error = "ServerSentEventUri points to another host; not following it";
-      sse_uri.clear();
-    }
-    if (!sse_uri.empty()) {
-      std::string url = sse_uri.find("://") != std::string::npos ? sse_uri : base + sse_uri;
-      CURL* curl = curl_easy_init();
-      StreamTransfer t{SseParser(options_.max_message_bytes), &stopping_, {}, {}, options_.max_events_per_second};
-      t.on_message = [&](const SseMessage& m) {
-        if (!m.id.empty()) s.last_event_id = m.id;
-        ParsedEvent ev = parse_redfish_event(m.data, s.endpoint.name, m.id);
-        std::vector<Alarm> fresh;
-        std::uint64_t dups = 0;
-        for (std::size_t i = 0; i < ev.alarms.size(); ++i) {
-          if (dedupe_.first_time(s.endpoint.name + "|" + ev.ids[i])) fresh.push_back(std::move(ev.alarms[i]));
-          else ++dups;
-        }
-        set([&](EventStreamStatus& st) {
-          ++st.events;
-          st.duplicates += dups;
-          st.rejected += ev.errors.size();
-          if (!ev.errors.empty()) st.last_error = ev.errors.back();
-        });
-        if (!fresh.empty()) sink_(std::move(fresh));
-      };
-      curl_slist* headers = curl_slist_append(nullptr, "Accept: text/event-stream");
-      std::string last_id_header;
-      if (!s.last_event_id.empty()) {
-        last_id_header = "Last-Event-ID: " + s.last_event_id;
-        headers = curl_slist_append(headers, last_id_header.c_str());
-      }
-      char errbuf[CURL_ERROR_SIZE] = {0};
-      curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-      curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-      curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-      curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
-      curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-      curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
-      // A stream has no overall timeout; a silent one (no keep-alive either) is cut instead.
-      curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-      curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(options_.idle_timeout.count() / 1000)));
-      curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_stream_bytes);
-      curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
-      curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_stream_header);
-      curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
-      curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-      curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_stream_progress);
-      curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &t);
-      curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-      curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, s.endpoint.verify_tls ? 1L : 0L);
-      curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, s.endpoint.verify_tls ? 2L : 0L);
-      if (!s.endpoint.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, s.endpoint.ca_file.c_str());
-      if (auto b = basic_of(s.endpoint); b.username) {
-        curl_easy_setopt(curl, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
-        curl_easy_setopt(curl, CURLOPT_USERNAME, b.username->c_str());
-        curl_easy_setopt(curl, CURLOPT_PASSWORD, b.password->c_str());
-      }
-      set([](EventStreamStatus& st) { st.connected = true; ++st.connects; });
-      CURLcode rc = curl_easy_perform(curl);
-      long status = 0;
-      curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-      curl_slist_free_all(headers);
-      curl_easy_cleanup(curl);
+    if (!url.empty()) {
+      bool healthy = false;
+      error = hold_stream(s, url, healthy);
       if (stopping_.load()) break;
-      if (!t.flood.empty()) error = t.flood;
-      else if (t.parser.bad()) error = "the event stream is malformed: " + t.parser.error();
-      else if (status != 200 && status != 0) error = fmt::format("the service refused the event stream: HTTP {}", status);
-      else if (rc == CURLE_OPERATION_TIMEDOUT) error = "the event stream went silent (no keep-alive); reconnecting";
-      else if (rc != CURLE_OK) error = fmt::format("the event stream broke: {}", errbuf[0] ? errbuf : curl_easy_strerror(rc));
-      else error = "the service closed the event stream";
-      // A stream that worked for a while and then closed starts the backoff again; one that
-      // floods or sends garbage keeps backing off.
-      bool misbehaved = !t.flood.empty() || t.parser.bad();
-      if (!misbehaved && (t.in_window > 0 || t.parser.comments() > 0)) backoff = options_.backoff;
+      if (healthy) backoff = options_.backoff;  // a stream that worked for a while starts the backoff again
     }
-    set([&](EventStreamStatus& st) {
+    update(s, [&](EventStreamStatus& st) {
       st.connected = false;
       ++st.failures;
       st.last_error = error;
@@ -253,7 +284,7 @@ void EventSubscriber::run(Stream& s) {
     wait(backoff + std::chrono::milliseconds(jitter(rng)));
     backoff = std::min(options_.max_backoff, backoff * 2);
   }
-  set([](EventStreamStatus& st) { st.connected = false; });
+  update(s, [](EventStreamStatus& st) { st.connected = false; });
 }
 
 PushReceiver::PushReceiver(std::string path, std::string secret, std::string context, std::string source,

@@ -1,17 +1,26 @@
 #include "support.hpp"
 
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
 #include "run_process.hpp"
 #include "test_paths.hpp"
+
+extern char** environ;
 
 namespace astral::facility::test {
 
@@ -190,6 +199,57 @@ void extract_ttar(const std::string& archive, const std::string& dest) {
       std::ofstream(path, std::ios::binary) << content;
     }
   }
+}
+
+ServerProcess::ServerProcess(std::vector<std::string> argv, const std::string& port_file, const std::string& stderr_path) {
+  argv.push_back("--port-file");
+  argv.push_back(port_file);
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (!stderr_path.empty())
+    posix_spawn_file_actions_addopen(&actions, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(rc == 0);
+  pid_ = pid;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!std::filesystem::exists(port_file) && std::chrono::steady_clock::now() < deadline && running())
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::istringstream in(slurp(port_file));
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) urls_.push_back(line);
+  REQUIRE(!urls_.empty());
+  REQUIRE(urls_[0].find("://127.0.0.1:") != std::string::npos);
+  port_ = static_cast<std::uint16_t>(std::stoi(urls_[0].substr(urls_[0].rfind(':') + 1)));
+}
+
+ServerProcess::~ServerProcess() { stop(); }
+
+bool ServerProcess::running() const {
+  if (status_ != -2) return false;
+  siginfo_t info{};
+  return waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+}
+
+int ServerProcess::stop() {
+  if (status_ != -2) return status_;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return status_;
+}
+
+long ServerProcess::rss_kib() const {
+  std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
 }
 
 }  // namespace astral::facility::test

@@ -83,6 +83,27 @@ class MockBmc {
   std::unique_ptr<HttpServer> server_;  // last: stops before the rest is destroyed
 };
 
+// A child process that serves HTTP(S) and writes its URL(s) to --port-file (appended to argv);
+// SIGTERM and reaped on destruction. stderr goes to `stderr_path` when given.
+class ServerProcess {
+ public:
+  ServerProcess(std::vector<std::string> argv, const std::string& port_file, const std::string& stderr_path = "");
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+  std::uint16_t port() const { return port_; }
+  const std::string& url(std::size_t i = 0) const { return urls_.at(i); }
+  bool running() const;
+  int stop();     // SIGTERM, wait; the exit status (-1 when it died from a signal)
+  long rss_kib() const;  // resident memory (/proc/<pid>/status VmRSS)
+
+ private:
+  int pid_ = 0;
+  std::vector<std::string> urls_;
+  std::uint16_t port_ = 0;
+  int status_ = -2;
+};
+
 // Unpacks a ttar archive (node_exporter's text archive format) under dest.
 void extract_ttar(const std::string& archive, const std::string& dest);
 

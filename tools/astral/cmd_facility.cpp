@@ -184,6 +184,82 @@ void wait_for_stop_signal() {
   sigwait(&set, &sig);
 }
 
+// Connection limits shared by serve and mockup: how long a request may take to arrive in full,
+// how long a connection may sit silent.
+struct ListenerFlags {
+  double request_timeout_s = 10, idle_timeout_s = 15;
+  std::string port_file;
+  void add(CLI::App* app) {
+    app->add_option("--request-timeout", request_timeout_s, "seconds a request may take to arrive in full (slow clients are cut off)")
+        ->capture_default_str();
+    app->add_option("--idle-timeout", idle_timeout_s, "seconds a silent connection is kept open")->capture_default_str();
+    app->add_option("--port-file", port_file, "write the URL(s) here, one per line, once listening")->type_name("FILE");
+  }
+  void apply(HttpServerOptions& so) const {
+    if (!(request_timeout_s > 0) || !(idle_timeout_s > 0)) throw UsageError("--request-timeout and --idle-timeout must be positive");
+    so.io_timeout = std::chrono::milliseconds(static_cast<long long>(request_timeout_s * 1000));
+    so.idle_timeout = std::chrono::milliseconds(static_cast<long long>(idle_timeout_s * 1000));
+  }
+  // Atomically (rename), so a reader never sees half a file; without --port-file, to stdout.
+  void announce(const std::string& urls) const {
+    if (port_file.empty()) {
+      std::cout << urls << std::flush;
+      return;
+    }
+    std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << urls;
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+};
+
+struct ServeFlags {
+  std::string listen = "127.0.0.1:9580", config, site, tls_cert, tls_key, auth_file, events, push_listen, push_url;
+  bool allow_unauthenticated = false, once = false, no_event_streams = false;
+  ListenerFlags listener;
+};
+
+// `facility serve` until SIGINT/SIGTERM: the exporter, its /metrics listener, and with
+// --push-listen a listener for pushed events plus a subscription on every Redfish source
+// (removed again on the way out).
+void serve_until_stopped(const FacilityConfig& c, const ExporterOptions& eo, const ServeFlags& sf) {
+  block_stop_signals();
+  Exporter ex(c, eo);
+  HttpServerOptions so;
+  so.listen = {sf.listen};
+  so.tls_cert_file = sf.tls_cert;
+  so.tls_key_file = sf.tls_key;
+  so.max_connections = 512;  // idle connections cost a little memory, no thread
+  so.threads = 2;            // the handlers never block: they render the last poll, queue pushed alarms
+  sf.listener.apply(so);
+  HttpServer server(so, [&ex](const HttpRequest& r) { return ex.handle(r); });
+  std::string urls = server.url() + "\n";
+  std::unique_ptr<PushSubscriptions> push;
+  std::unique_ptr<HttpServer> push_server;
+  if (!sf.push_listen.empty()) {
+    push = std::make_unique<PushSubscriptions>(c.redfish, [&ex](std::vector<Alarm> a) { ex.ingest(std::move(a)); },
+                                               eo.stream_options);
+    so.listen = {sf.push_listen};
+    so.max_connections = 256;
+    push_server = std::make_unique<HttpServer>(so, [&push](const HttpRequest& r) { return push->handle(r); });
+    urls += push_server->url() + "\n";
+  }
+  if (!sf.listener.port_file.empty()) sf.listener.announce(urls);
+  ex.start();
+  if (push) {
+    for (const auto& error : push->subscribe(sf.push_url.empty() ? push_server->url() : sf.push_url))
+      std::fprintf(stderr, "astral: %s; its alarms wait for the next poll\n", error.c_str());
+    std::fprintf(stderr, "astral: receiving pushed events at %s (%zu of %zu Redfish sources subscribed)\n",
+                 push_server->url().c_str(), push->active(), c.redfish.size());
+  }
+  std::fprintf(stderr, "astral: serving %s/metrics (%zu Redfish sources, every %.1f s); Ctrl-C stops\n",
+               server.url().c_str(), c.redfish.size(), c.interval.count() / 1000.0);
+  wait_for_stop_signal();
+  if (push) push->close();  // before the listener goes: the services stop pushing first
+  server.stop();
+  ex.stop();
+  if (!ex.last_error().empty()) std::fprintf(stderr, "astral: %s\n", ex.last_error().c_str());
+}
+
 void register_facility(CLI::App& root, Outcome& outcome) {
   auto* group = root.add_subcommand("facility", "power and cooling: Redfish, hwmon, RAPL, IPMI, NVML; PUE; Prometheus");
   group->require_subcommand(1);
@@ -232,12 +308,14 @@ void register_facility(CLI::App& root, Outcome& outcome) {
 
   // serve
   auto* serve = group->add_subcommand("serve", "poll the configured sources on a schedule and serve Prometheus /metrics");
-  struct ServeFlags {
-    std::string listen = "127.0.0.1:9580", config, site, tls_cert, tls_key, auth_file, events;
-    bool allow_unauthenticated = false, once = false, no_event_streams = false;
-  };
   auto sf = std::make_shared<ServeFlags>();
   serve->add_option("--listen", sf->listen, "address:port to listen on")->capture_default_str();
+  sf->listener.add(serve);
+  serve->add_option("--push-listen", sf->push_listen,
+                    "receive pushed Redfish events on address:port, subscribing every Redfish source (EventService Subscriptions)")
+      ->type_name("ADDR");
+  serve->add_option("--push-url", sf->push_url, "the URL the services reach --push-listen at (default: its own address)")
+      ->type_name("URL");
   serve->add_option("--config", sf->config, "sources.json (docs/facility.md)")->required()->type_name("FILE");
   serve->add_option("--site", sf->site, "site layout (replaces the config's \"site\")")->type_name("FILE");
   serve->add_flag("--no-event-streams", sf->no_event_streams,
@@ -267,27 +345,16 @@ void register_facility(CLI::App& root, Outcome& outcome) {
                                      "or --allow-unauthenticated if the network is trusted", sf->listen));
       std::fprintf(stderr, "astral: warning: serving %s without authentication\n", sf->listen.c_str());
     }
+    if (!sf->push_listen.empty() && !is_loopback_address(sf->push_listen) && sf->tls_cert.empty())
+      throw UsageError(fmt::format("facility serve: --push-listen {} is reachable from other hosts; pass --tls-cert/--tls-key "
+                                   "(each subscription's secret must not cross the network in clear)", sf->push_listen));
     if (sf->once) {
       Exporter ex(c, eo);
       ex.poll_once();
       std::cout << ex.scrape();
       return;
     }
-    block_stop_signals();
-    Exporter ex(c, eo);
-    HttpServerOptions so;
-    so.listen = {sf->listen};
-    so.tls_cert_file = sf->tls_cert;
-    so.tls_key_file = sf->tls_key;
-    so.max_connections = 64;
-    HttpServer server(so, [&ex](const HttpRequest& r) { return ex.handle(r); });
-    ex.start();
-    std::fprintf(stderr, "astral: serving %s/metrics (%zu Redfish sources, every %.1f s); Ctrl-C stops\n",
-                 server.url().c_str(), c.redfish.size(), c.interval.count() / 1000.0);
-    wait_for_stop_signal();
-    server.stop();
-    ex.stop();
-    if (!ex.last_error().empty()) std::fprintf(stderr, "astral: %s\n", ex.last_error().c_str());
+    serve_until_stopped(c, eo, *sf);
     outcome.exit_code = kOk;
   });
 
@@ -376,8 +443,9 @@ void register_facility(CLI::App& root, Outcome& outcome) {
   auto* mock = group->add_subcommand("mockup", "serve a DMTF Redfish mockup directory as a Redfish service (testing, demos)");
   struct MockFlags {
     std::vector<std::string> dirs;
-    std::string listen = "127.0.0.1:0", tls_cert, tls_key, credentials_file, port_file;
+    std::string listen = "127.0.0.1:0", tls_cert, tls_key, credentials_file;
     bool simulate = false;
+    ListenerFlags listener;
   };
   auto mf = std::make_shared<MockFlags>();
   mock->add_option("--dir", mf->dirs, "mockup directory (index.json is /redfish/v1); repeat to serve several, one port each")->required();
@@ -386,7 +454,7 @@ void register_facility(CLI::App& root, Outcome& outcome) {
   mock->add_option("--tls-key", mf->tls_key, "private key for --tls-cert")->type_name("FILE");
   mock->add_option("--credentials-file", mf->credentials_file, "require these credentials (basic or session)")->type_name("FILE");
   mock->add_flag("--simulate-energy", mf->simulate, "energy counters grow with the power readings");
-  mock->add_option("--port-file", mf->port_file, "write one URL per line here once listening")->type_name("FILE");
+  mf->listener.add(mock);
   mock->callback([&outcome, mf] {
     block_stop_signals();
     std::vector<std::unique_ptr<MockupService>> services;
@@ -402,18 +470,13 @@ void register_facility(CLI::App& root, Outcome& outcome) {
       so.listen = {mf->listen};
       so.tls_cert_file = mf->tls_cert;
       so.tls_key_file = mf->tls_key;
+      mf->listener.apply(so);  // a thread per connection (the default): event streams block
       auto* svc = services.back().get();
       servers.push_back(std::make_unique<HttpServer>(so, [svc](const HttpRequest& r) { return svc->handle(r); }));
       urls += servers.back()->url() + "\n";
       std::fprintf(stderr, "astral: serving %s (%zu resources) at %s\n", dir.c_str(), svc->resources(), servers.back()->url().c_str());
     }
-    if (!mf->port_file.empty()) {
-      std::string tmp = mf->port_file + ".tmp";
-      std::ofstream(tmp) << urls;
-      std::rename(tmp.c_str(), mf->port_file.c_str());  // atomic: readers never see half a file
-    } else {
-      std::cout << urls << std::flush;
-    }
+    mf->listener.announce(urls);
     wait_for_stop_signal();
     outcome.exit_code = kOk;
   });

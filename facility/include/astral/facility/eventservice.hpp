@@ -124,6 +124,11 @@ class EventSubscriber {
  private:
   struct Stream;
   void run(Stream& s);
+  std::string find_stream(Stream& s, std::string& error, bool& polling_only);
+  std::string hold_stream(Stream& s, const std::string& url, bool& healthy);
+  void deliver(Stream& s, const SseMessage& m);
+  void update(Stream& s, const std::function<void(EventStreamStatus&)>& change);
+  void wait(std::chrono::milliseconds d);
   std::vector<RedfishEndpoint> endpoints_;
   EventStreamOptions options_;
   AlarmSink sink_;
@@ -146,13 +151,14 @@ class PushReceiver {
   HttpResponse handle(const HttpRequest& request);
   std::uint64_t accepted() const { return accepted_; }
   std::uint64_t refused() const { return refused_; }
+  const std::string& path() const { return path_; }
 
  private:
   std::string path_, secret_, context_, source_;
   AlarmSink sink_;
   EventDeduper own_dedupe_;
   EventDeduper* dedupe_;
-  std::uint64_t accepted_ = 0, refused_ = 0;
+  std::atomic<std::uint64_t> accepted_{0}, refused_{0};  // the listener may run several threads
 };
 
 // A random secret for one subscription (32 bytes from the OS, hex).
@@ -170,5 +176,35 @@ PushSubscription subscribe_push(const RedfishEndpoint& endpoint, const std::stri
                                 const EventStreamOptions& options = {});
 void unsubscribe_push(const RedfishEndpoint& endpoint, const PushSubscription& subscription,
                       const EventStreamOptions& options = {});
+
+// What `astral facility serve --push-listen` holds: one PushReceiver per Redfish source (path
+// /redfish-events/<n>-<name>, its own secret and Context), the subscriptions created on the
+// services, and their removal when it ends.
+class PushSubscriptions {
+ public:
+  PushSubscriptions(std::vector<RedfishEndpoint> endpoints, AlarmSink sink, EventStreamOptions options = {});
+  ~PushSubscriptions();  // close()
+  PushSubscriptions(const PushSubscriptions&) = delete;
+  PushSubscriptions& operator=(const PushSubscriptions&) = delete;
+  // POSTs a subscription to every source, destination `listener_url` + the source's path. A
+  // service that refuses (or cannot be reached) leaves one line in the result naming the source,
+  // the status and the service's own message (never the secret); it is still polled.
+  std::vector<std::string> subscribe(const std::string& listener_url);
+  void close();  // DELETEs every subscription created; idempotent
+  HttpResponse handle(const HttpRequest& request);  // the listener's handler: routes by path
+  std::size_t active() const;
+
+ private:
+  struct Entry {
+    RedfishEndpoint endpoint;
+    std::unique_ptr<PushReceiver> receiver;
+    PushSubscription subscription;
+    std::string secret, context;
+  };
+  std::vector<Entry> entries_;  // fixed after construction: handle() reads it from listener threads
+  EventStreamOptions options_;
+  EventDeduper dedupe_;
+  mutable std::mutex mu_;  // subscriptions
+};
 
 }  // namespace astral::facility

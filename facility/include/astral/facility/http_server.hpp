@@ -1,8 +1,9 @@
 #pragma once
-// A small HTTP/1.1 server (optionally HTTPS via OpenSSL) for the Prometheus exporter and the
-// Redfish mockup service: keep-alive, a thread per connection up to a cap (503 beyond it),
-// bounded request sizes, idle and I/O timeouts. One server may listen on many addresses (the
-// benchmark simulates hundreds of BMCs with one).
+// The HTTP/1.1 server behind the Prometheus exporter, the Redfish push listener and the mockup
+// service: GNU libmicrohttpd (the server systemd-journal-remote uses) does the protocol, HTTPS
+// (GnuTLS, TLS 1.2+), keep-alive and request parsing; this wrapper adds bounded request sizes, a
+// deadline for every request (slow clients are cut off), an idle timeout, and a plain
+// request/response interface. One server may listen on several addresses.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -58,11 +59,18 @@ struct HttpServerOptions {
   std::vector<std::string> listen{"127.0.0.1:0"};  // host:port; port 0 picks a free one
   std::string tls_cert_file;  // both set: serve HTTPS (TLS 1.2+)
   std::string tls_key_file;
-  std::size_t max_connections = 256;
-  std::chrono::milliseconds idle_timeout{15000};  // keep-alive connection with no request
-  std::chrono::milliseconds io_timeout{10000};    // a request or response that stalls
-  std::size_t max_header_bytes = 16 * 1024;
-  std::size_t max_body_bytes = 1 << 20;
+  std::size_t max_connections = 256;  // beyond it new connections are closed at once
+  // A connection with no traffic at all (an idle keep-alive, a stalled response) is closed.
+  std::chrono::milliseconds idle_timeout{15000};
+  // A request (head and body) must arrive in full within this much of the connection opening
+  // (after a response: idle_timeout + this), however slowly it trickles in: slow-loris clients.
+  std::chrono::milliseconds io_timeout{10000};
+  std::size_t max_header_bytes = 16 * 1024;  // request line and headers; beyond: 431 (or 414)
+  std::size_t max_body_bytes = 1 << 20;      // beyond: 413, without reading the body
+  // 0: a thread per connection, for handlers that block (the mockup's event streams, simulated
+  // BMC latency). N: N threads multiplex every connection (epoll), so idle or slow clients cost
+  // no thread; the handler must not block (the exporter and the push listener).
+  std::size_t threads = 0;
 };
 
 class HttpServer {
@@ -83,6 +91,8 @@ class HttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
+// Splits "host:port", "[v6-address]:port" or ":port"; throws std::runtime_error naming it.
+std::pair<std::string, std::string> split_listen_address(const std::string& listen);
 // True when "host:port" binds only loopback (127.0.0.0/8, ::1, localhost).
 bool is_loopback_address(const std::string& listen);
 // Constant-time check of an "Authorization: Basic ..." header against credentials.
