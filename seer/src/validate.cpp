@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "astral/seer/calibrate_steps.hpp"
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/predict.hpp"
 
@@ -72,6 +73,31 @@ ValidationReport run_validation(const nlohmann::json& set, const HardwareSpec* h
     report.layers.push_back({name + " backward", number(c, "measured_backward_ms", where) / 1e3, p.layer_backward});
   });
   return report;
+}
+
+CalibratedValidation run_validation_calibrated_on_smallest(const nlohmann::json& set,
+                                                            const HardwareSpec* hardware_override) {
+  HardwareSpec hw = hardware_override ? *hardware_override : load_hardware(field(set, "hardware", "validation").get<std::string>());
+  const auto& steps = field(set, "steps", "validation");
+  if (!steps.is_array() || steps.size() < 2)
+    throw SpecError("validation.steps: calibrating on the smallest run needs at least two step runs");
+  size_t smallest = 0;
+  for (size_t i = 1; i < steps.size(); ++i)
+    if (number(steps[i], "gpus", "validation.steps") < number(steps[smallest], "gpus", "validation.steps")) smallest = i;
+  StepRuns runs = parse_step_runs(nlohmann::json{{"runs", nlohmann::json::array({steps[smallest]})}},
+                                  "validation.steps[" + std::to_string(smallest) + "]", hw);
+  StepFitOptions compute_only;
+  compute_only.fit = {StepFactor::kCompute};
+  StepFitResult fit = calibrate_steps(hw, runs, compute_only);
+  nlohmann::json others = set;
+  others["steps"].erase(others["steps"].begin() + long(smallest));
+  others.erase("layers");
+  CalibratedValidation out;
+  if (set.contains("tolerance_calibrated")) others["tolerance"] = set["tolerance_calibrated"];
+  out.report = run_validation(others, &fit.calibrated);
+  out.fitted_on = runs.runs.front().name;
+  out.compute_factor = fit.compute;
+  return out;
 }
 
 nlohmann::json to_json(const ValidationReport& r) {
