@@ -175,6 +175,8 @@ KinetoCalibration calibrate_kineto(const HardwareSpec& hw, const KinetoTrace& tr
   if (options.rank >= 0 && trace.rank >= 0 && trace.rank != options.rank)
     throw std::runtime_error(fmt::format("{}: distributedInfo.rank: the trace is rank {}, not rank {} (--rank)",
                                          trace.origin, trace.rank, options.rank));
+  if (trace.kernels.empty())
+    throw std::runtime_error(fmt::format("{}: traceEvents: no GPU kernel events", trace.origin));
   KinetoCalibration c;
   c.device = trace.kernels.front().device;
   const auto& steps = trace.gpu_steps.empty() ? trace.cpu_steps : trace.gpu_steps;

@@ -9,6 +9,7 @@
 #include "astral/seer/calibrate_steps.hpp"
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/predict.hpp"
+#include "astral/seer/report.hpp"
 
 namespace astral::seer {
 namespace {
@@ -114,6 +115,19 @@ nlohmann::json to_json(const ValidationReport& r) {
           {"max_abs_error_pct", r.max_abs_pct()},
           {"tolerance", {{"mean_abs_pct", r.tolerance_mean_pct}, {"max_abs_pct", r.tolerance_max_pct}}},
           {"within_tolerance", r.within_tolerance()}};
+}
+
+nlohmann::json to_json(const CalibratedValidation& c) {
+  nlohmann::json j = to_json(c.report);
+  j["calibrated_on"] = c.fitted_on;
+  j["compute_factor"] = c.compute_factor;
+  return j;
+}
+
+std::string format_calibrated_validation(const CalibratedValidation& c) {
+  return fmt::format("compute factor x{:.3f} fitted on \"{}\"; the other runs predicted:\n", c.compute_factor,
+                     c.fitted_on) +
+         format_validation(c.report);
 }
 
 }  // namespace astral::seer

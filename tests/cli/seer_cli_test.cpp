@@ -107,6 +107,19 @@ TEST_CASE("seer validate reproduces the calibration table within its tolerance")
   CHECK(r.out.find("175B seq-par + selective") != std::string::npos);
 }
 
+TEST_CASE("seer validate --calibrate-smallest fits one run of a held-out set and predicts the others") {
+  auto r = run_process({ASTRAL_CLI, "seer", "validate", "--set", "mt-nlg", "--calibrate-smallest", "--json"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  json doc = json::parse(r.out);
+  CHECK(doc["calibrated_on"].get<std::string>().find("2240 GPUs") != std::string::npos);
+  CHECK(doc["steps"].size() == 2);
+  CHECK(doc["within_tolerance"] == true);
+  auto bundled = run_process({ASTRAL_CLI, "seer", "validate", "--set", "narayanan-sc21"});
+  CHECK(bundled.exit_code == 0);
+  CHECK(bundled.out.find("1008B on 3072 GPUs") != std::string::npos);
+}
+
 TEST_CASE("seer calibrate writes a calibrated hardware profile") {
   astral::test::TempDir dir;
   const std::string csv = dir / "ops.csv", out = dir / "hw.json";

@@ -272,7 +272,6 @@ int run_calibrate(const CalibrateArgs& a) {
   if (!a.steps.empty()) return run_calibrate_steps(a);
   if (a.hw.empty()) throw cli::UsageError(fmt::format("calibrate --{}: --hw is required", a.ops.empty() ? "kineto" : "ops"));
   if (!a.kineto.empty()) return run_calibrate_kineto(a);
-  if (a.hw.empty()) throw cli::UsageError("calibrate --ops: --hw is required");
   HardwareSpec hw = load_hardware(a.hw);
   auto ops = parse_operator_csv(cli::read_text_file(a.ops), a.ops);
   CalibrationResult r = calibrate(hw, ops);
@@ -344,13 +343,7 @@ int run_validate(const ValidateArgs& a) {
   if (!a.hw.empty()) hw = load_hardware(a.hw);
   if (a.calibrate_smallest) {
     CalibratedValidation c = run_validation_calibrated_on_smallest(set, a.hw.empty() ? nullptr : &hw);
-    json j = to_json(c.report);
-    j["calibrated_on"] = c.fitted_on;
-    j["compute_factor"] = c.compute_factor;
-    std::cout << (a.json ? j.dump(2) + "\n"
-                         : fmt::format("compute factor x{:.3f} fitted on \"{}\"; the other runs predicted:\n",
-                                       c.compute_factor, c.fitted_on) +
-                               format_validation(c.report));
+    std::cout << (a.json ? to_json(c).dump(2) + "\n" : format_calibrated_validation(c));
     return c.report.within_tolerance() ? cli::kOk : cli::kChecksFailed;
   }
   ValidationReport r = run_validation(set, a.hw.empty() ? nullptr : &hw);

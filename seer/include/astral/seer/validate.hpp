@@ -44,5 +44,7 @@ struct CalibratedValidation {
 CalibratedValidation run_validation_calibrated_on_smallest(const nlohmann::json& set,
                                                             const HardwareSpec* hardware_override = nullptr);
 nlohmann::json to_json(const ValidationReport& r);
+nlohmann::json to_json(const CalibratedValidation& c);  // the report plus calibrated_on, compute_factor
+std::string format_calibrated_validation(const CalibratedValidation& c);
 
 }  // namespace astral::seer
