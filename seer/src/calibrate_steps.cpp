@@ -18,8 +18,14 @@ namespace {
 
 constexpr const char* kStepFactorNames[kStepFactors] = {"compute", "comm", "overhead"};
 
-// The search space: x[0] = log compute factor, x[1] = log comm factor, x[2] = overhead seconds.
+// The fit's variables are the inverse factors and the overhead: x[0] = 1/compute, x[1] = 1/comm,
+// x[2] = overhead seconds. A step's compute time is proportional to 1/compute and its exposed
+// communication roughly to 1/comm, so the step time is close to linear in x (exactly, while no
+// efficiency reaches its cap of 1 and overlap does not change which part is exposed). The relative
+// residuals are then a linear least-squares problem in x, solved exactly within the bounds at each
+// Gauss-Newton step; the outer loop only corrects for what is not linear.
 using FactorVector = std::array<double, kStepFactors>;
+using FactorMatrix = std::array<std::array<double, kStepFactors>, kStepFactors>;
 
 struct FactorBounds {
   FactorVector lo{}, hi{};
@@ -37,14 +43,14 @@ double max_comm_efficiency(const HardwareSpec& hw, const StepRuns& runs) {
   return m;
 }
 
-// Factors between a twentieth and what brings the largest efficiency to 1; overhead up to the
-// shortest measured step.
+// Factors between a twentieth and what brings the largest efficiency to 1 (inverse factors from
+// that efficiency to 20); overhead from 0 to the shortest measured step.
 FactorBounds bounds_for(const HardwareSpec& hw, const StepRuns& runs) {
   double shortest = 1e300;
   for (const auto& r : runs.runs) shortest = std::min(shortest, r.measured);
   FactorBounds b;
-  b.lo = {std::log(0.05), std::log(0.05), 0.0};
-  b.hi = {-std::log(max_compute_efficiency(hw)), -std::log(max_comm_efficiency(hw, runs)), shortest};
+  b.lo = {max_compute_efficiency(hw), max_comm_efficiency(hw, runs), 0.0};
+  b.hi = {20.0, 20.0, shortest};
   return b;
 }
 
@@ -61,58 +67,8 @@ double predicted_step(const HardwareSpec& hw, const MeasuredRun& run, double com
   return predict(run.model, h, scaled_network(run.network, comm), run.config, run.gpus).step_time;
 }
 
-// One fit: which factors move, on which runs.
-class StepFitter {
- public:
-  StepFitter(const HardwareSpec& hw, const StepRuns& runs, const std::vector<StepFactor>& fit,
-             const std::vector<size_t>& use, const FactorBounds& bounds)
-      : hw_(hw), runs_(runs), use_(use), bounds_(bounds) {
-    for (auto f : fit) active_[int(f)] = true;
-    start_ = {0.0, 0.0, hw.eff.step_overhead};
-  }
-
-  // The step time of run `i` for the factors `x`, overhead excluded (it is added exactly).
-  double work_seconds(size_t i, const FactorVector& x) const {
-    return predicted_step(hw_, runs_.runs[i], std::exp(x[0]), std::exp(x[1]), 0.0);
-  }
-
-  std::vector<double> residuals(const FactorVector& x, std::vector<double>* work = nullptr) const {
-    std::vector<double> r;
-    for (size_t k = 0; k < use_.size(); ++k) {
-      const auto& run = runs_.runs[use_[k]];
-      double w = work ? (*work)[k] : work_seconds(use_[k], x);
-      r.push_back(std::log((w + x[2]) / run.measured));
-    }
-    return r;
-  }
-
-  static double cost(const std::vector<double>& r) {
-    double s = 0;
-    for (double v : r) s += v * v;
-    return s;
-  }
-
-  FactorVector clamp(FactorVector x) const {
-    for (int p = 0; p < kStepFactors; ++p) x[p] = std::clamp(x[p], bounds_.lo[p], bounds_.hi[p]);
-    return x;
-  }
-
-  // Levenberg-Marquardt with forward-difference derivatives for compute and comm (the overhead's
-  // is exact). Returns the factors; `iterations` < 0 when it did not converge.
-  FactorVector solve(int max_iterations, int& iterations, std::vector<std::string>* unconstrained) const;
-
- private:
-  const HardwareSpec& hw_;
-  const StepRuns& runs_;
-  std::vector<size_t> use_;
-  FactorBounds bounds_;
-  std::array<bool, kStepFactors> active_{};
-  FactorVector start_{};
-};
-
-// Solves the (at most 3 x 3) system a x = b by Gaussian elimination with partial pivoting.
-bool solve_linear(std::array<std::array<double, kStepFactors>, kStepFactors> a, FactorVector b, int n,
-                  FactorVector& x) {
+// Solves the n x n system a x = b (n <= 3) by Gaussian elimination with partial pivoting.
+bool solve_small_system(FactorMatrix a, FactorVector b, int n, FactorVector& x) {
   for (int c = 0; c < n; ++c) {
     int pivot = c;
     for (int r = c + 1; r < n; ++r)
@@ -134,82 +90,202 @@ bool solve_linear(std::array<std::array<double, kStepFactors>, kStepFactors> a, 
   return true;
 }
 
-FactorVector StepFitter::solve(int max_iterations, int& iterations, std::vector<std::string>* unconstrained) const {
-  std::vector<int> params;
-  for (int p = 0; p < kStepFactors; ++p)
-    if (active_[p]) params.push_back(p);
-  const int n = int(params.size());
-  FactorVector x = start_;
-  std::vector<double> work(use_.size());
-  for (size_t k = 0; k < use_.size(); ++k) work[k] = work_seconds(use_[k], x);
-  std::vector<double> r = residuals(x, &work);
-  double c = cost(r), lambda = 1e-3;
-  const double h = 1e-4;
-  for (int it = 1; it <= max_iterations; ++it) {
-    // Jacobian of the log residuals, one column per active factor.
-    std::vector<std::array<double, kStepFactors>> jac(use_.size());
-    for (int q = 0; q < n; ++q) {
-      const int p = params[q];
-      if (p == int(StepFactor::kOverhead)) {
-        for (size_t k = 0; k < use_.size(); ++k) jac[k][q] = 1.0 / (work[k] + x[2]);
-        continue;
-      }
-      FactorVector xs = x;
-      // Step inwards at the upper bound so the derivative stays inside the box.
-      const double step = x[p] + h > bounds_.hi[p] ? -h : h;
-      xs[p] += step;
-      for (size_t k = 0; k < use_.size(); ++k) jac[k][q] = (std::log(work_seconds(use_[k], xs) + xs[2]) -
-                                                            std::log(work[k] + x[2])) / step;
+// min |r + J d|^2 subject to lo <= d <= hi, for at most three columns: the minimum of a convex
+// quadratic over a box is the unconstrained minimum on one of its faces, so every choice of free,
+// at-lower and at-upper per variable (3^n faces) is tried and the best feasible one kept.
+struct LinearFit {
+  int n = 0;
+  std::vector<std::array<double, kStepFactors>> jac;  // one row per run
+  std::vector<double> residual;
+  FactorVector lo{}, hi{};
+
+  double cost_at(const FactorVector& d) const {
+    double s = 0;
+    for (size_t k = 0; k < residual.size(); ++k) {
+      double v = residual[k];
+      for (int q = 0; q < n; ++q) v += jac[k][q] * d[q];
+      s += v * v;
     }
-    std::array<std::array<double, kStepFactors>, kStepFactors> jtj{};
-    FactorVector jtr{};
-    for (size_t k = 0; k < use_.size(); ++k)
-      for (int a = 0; a < n; ++a) {
-        jtr[a] -= jac[k][a] * r[k];
-        for (int b = 0; b < n; ++b) jtj[a][b] += jac[k][a] * jac[k][b];
-      }
-    if (it == 1 && unconstrained) {
+    return s;
+  }
+
+  // The free variables' minimum with the others pinned at `d`'s values; false when singular.
+  bool solve_free(const std::array<bool, kStepFactors>& free, FactorVector& d) const {
+    std::vector<int> idx;
+    for (int q = 0; q < n; ++q)
+      if (free[q]) idx.push_back(q);
+    const int m = int(idx.size());
+    FactorMatrix a{};
+    FactorVector b{}, x{};
+    for (size_t k = 0; k < residual.size(); ++k) {
+      double fixed = residual[k];
       for (int q = 0; q < n; ++q)
-        if (jtj[q][q] < 1e-12) unconstrained->push_back(kStepFactorNames[params[q]]);
-      if (!unconstrained->empty()) return x;
-    }
-    bool improved = false;
-    double moved = 0;
-    for (int attempt = 0; attempt < 12 && !improved; ++attempt) {
-      auto damped = jtj;
-      for (int a = 0; a < n; ++a) damped[a][a] *= 1.0 + lambda;
-      FactorVector delta{};
-      if (!solve_linear(damped, jtr, n, delta)) break;
-      FactorVector xn = x;
-      for (int q = 0; q < n; ++q) xn[params[q]] += delta[q];
-      xn = clamp(xn);
-      std::vector<double> wn(use_.size());
-      for (size_t k = 0; k < use_.size(); ++k) wn[k] = work_seconds(use_[k], xn);
-      std::vector<double> rn = residuals(xn, &wn);
-      double cn = cost(rn);
-      if (std::isfinite(cn) && cn <= c) {
-        moved = 0;
-        for (int q = 0; q < n; ++q) moved = std::max(moved, std::fabs(xn[params[q]] - x[params[q]]) /
-                                                                (params[q] == 2 ? std::max(1e-3, xn[2]) : 1.0));
-        const double gain = c - cn;
-        x = xn, work = wn, r = rn, c = cn;
-        lambda = std::max(lambda / 3, 1e-9);
-        improved = true;
-        if (moved < 1e-5 || gain < 1e-14) {
-          iterations = it;
-          return x;
-        }
-      } else {
-        lambda *= 4;
+        if (!free[q]) fixed += jac[k][q] * d[q];
+      for (int i = 0; i < m; ++i) {
+        b[i] -= jac[k][idx[i]] * fixed;
+        for (int j = 0; j < m; ++j) a[i][j] += jac[k][idx[i]] * jac[k][idx[j]];
       }
     }
-    if (!improved) {  // no step lowers the cost: a minimum (within the bounds)
+    if (m > 0 && !solve_small_system(a, b, m, x)) return false;
+    for (int i = 0; i < m; ++i) d[idx[i]] = x[i];
+    return true;
+  }
+
+  FactorVector solve() const {
+    int faces = 1;
+    for (int q = 0; q < n; ++q) faces *= 3;
+    FactorVector best{};
+    double best_cost = 1e300;
+    for (int face = 0; face < faces; ++face) {
+      std::array<bool, kStepFactors> free{};
+      FactorVector d{};
+      for (int q = 0, code = face; q < n; ++q, code /= 3) {
+        free[q] = code % 3 == 0;
+        d[q] = code % 3 == 1 ? lo[q] : hi[q];
+      }
+      if (!solve_free(free, d)) continue;
+      bool inside = true;
+      for (int q = 0; q < n; ++q) inside = inside && d[q] >= lo[q] - 1e-12 && d[q] <= hi[q] + 1e-12;
+      double c = inside ? cost_at(d) : 1e300;
+      if (c < best_cost) best_cost = c, best = d;
+    }
+    return best;
+  }
+};
+
+// One fit: which factors move, on which runs.
+class StepFitter {
+ public:
+  StepFitter(const HardwareSpec& hw, const StepRuns& runs, const std::vector<StepFactor>& fit,
+             const std::vector<size_t>& use, const FactorBounds& bounds)
+      : hw_(hw), runs_(runs), use_(use), bounds_(bounds) {
+    for (int p = 0; p < kStepFactors; ++p)
+      if (std::find(fit.begin(), fit.end(), StepFactor(p)) != fit.end()) params_.push_back(p);
+    start_ = {1.0, 1.0, std::clamp(hw.eff.step_overhead, bounds.lo[2], bounds.hi[2])};
+    for (int p = 0; p < 2; ++p) start_[p] = std::clamp(start_[p], bounds.lo[p], bounds.hi[p]);
+  }
+
+  // Bounded Gauss-Newton: a linear fit per step, halved until the true cost falls. `iterations`
+  // is -1 when it did not settle within `max_iterations`.
+  FactorVector solve(int max_iterations, int& iterations) const;
+  // Throws (naming `origin`) when the runs cannot tell a fitted factor from the others.
+  void check_identifiable(const std::string& origin) const;
+
+ private:
+  double work_seconds(size_t run, const FactorVector& x) const {
+    return predicted_step(hw_, runs_.runs[run], 1.0 / x[0], 1.0 / x[1], 0.0);
+  }
+  std::vector<double> work_all(const FactorVector& x) const {
+    std::vector<double> w;
+    for (size_t k : use_) w.push_back(work_seconds(k, x));
+    return w;
+  }
+  double cost(const std::vector<double>& work, const FactorVector& x) const {
+    double s = 0;
+    for (size_t k = 0; k < use_.size(); ++k) {
+      double r = (work[k] + x[2]) / runs_.runs[use_[k]].measured - 1.0;
+      s += r * r;
+    }
+    return s;
+  }
+  LinearFit linearise(const FactorVector& x, const std::vector<double>& work) const;
+
+  const HardwareSpec& hw_;
+  const StepRuns& runs_;
+  std::vector<size_t> use_;
+  FactorBounds bounds_;
+  std::vector<int> params_;
+  FactorVector start_{};
+};
+
+LinearFit StepFitter::linearise(const FactorVector& x, const std::vector<double>& work) const {
+  LinearFit f;
+  f.n = int(params_.size());
+  f.jac.resize(use_.size());
+  for (size_t k = 0; k < use_.size(); ++k)
+    f.residual.push_back((work[k] + x[2]) / runs_.runs[use_[k]].measured - 1.0);
+  for (int q = 0; q < f.n; ++q) {
+    const int p = params_[q];
+    f.lo[q] = bounds_.lo[p] - x[p];
+    f.hi[q] = bounds_.hi[p] - x[p];
+    if (p == int(StepFactor::kOverhead)) {
+      for (size_t k = 0; k < use_.size(); ++k) f.jac[k][q] = 1.0 / runs_.runs[use_[k]].measured;
+      continue;
+    }
+    // A secant over 1 % of the variable, inwards at the upper bound.
+    FactorVector xs = x;
+    const double h = 0.01 * x[p] * (x[p] * 1.01 > bounds_.hi[p] ? -1 : 1);
+    xs[p] += h;
+    for (size_t k = 0; k < use_.size(); ++k)
+      f.jac[k][q] = (work_seconds(use_[k], xs) - work[k]) / h / runs_.runs[use_[k]].measured;
+  }
+  return f;
+}
+
+FactorVector StepFitter::solve(int max_iterations, int& iterations) const {
+  FactorVector x = start_;
+  std::vector<double> work = work_all(x);
+  double c = cost(work, x);
+  for (int it = 1; it <= max_iterations; ++it) {
+    LinearFit lin = linearise(x, work);
+    FactorVector d = lin.solve();
+    bool moved = false;
+    for (double t = 1.0; t > 1e-3 && !moved; t /= 2) {
+      FactorVector xn = x;
+      for (int q = 0; q < lin.n; ++q) xn[params_[q]] = std::clamp(x[params_[q]] + t * d[q],
+                                                                   bounds_.lo[params_[q]], bounds_.hi[params_[q]]);
+      std::vector<double> wn = work_all(xn);
+      double cn = cost(wn, xn);
+      if (!std::isfinite(cn) || cn > c) continue;
+      double change = 0;
+      for (int q = 0; q < lin.n; ++q)
+        change = std::max(change, std::fabs(xn[params_[q]] - x[params_[q]]) / std::max(1e-3, std::fabs(xn[params_[q]])));
+      const double gain = c - cn;
+      x = xn, work = wn, c = cn, moved = true;
+      if (change < 1e-6 || gain <= 1e-12 * std::max(c, 1e-12)) {
+        iterations = it;
+        return x;
+      }
+    }
+    if (!moved) {  // no step along the linear fit lowers the cost: a minimum within the bounds
       iterations = it;
       return x;
     }
   }
   iterations = -1;
   return x;
+}
+
+void StepFitter::check_identifiable(const std::string& origin) const {
+  const FactorVector x = start_;
+  LinearFit lin = linearise(x, work_all(x));
+  const int n = lin.n;
+  // Unit-length columns: the Gram matrix's inverse diagonal is how much a factor's effect is
+  // explained by the others' (1 when independent, infinite when collinear).
+  FactorVector norm{};
+  for (int q = 0; q < n; ++q) {
+    for (const auto& row : lin.jac) norm[q] += row[q] * row[q];
+    norm[q] = std::sqrt(norm[q]);
+    if (norm[q] < 1e-9)
+      throw SpecError(fmt::format("{}: runs: no run's step time depends on {}; drop it from the fitted factors",
+                                  origin, kStepFactorNames[params_[q]]));
+  }
+  FactorMatrix gram{};
+  for (const auto& row : lin.jac)
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b) gram[a][b] += row[a] / norm[a] * row[b] / norm[b];
+  for (int q = 0; q < n; ++q) {
+    FactorVector unit{}, column{};
+    unit[q] = 1;
+    const bool solved = solve_small_system(gram, unit, n, column);
+    if (solved && column[q] < 1e6) continue;
+    std::string others;
+    for (int o = 0; o < n; ++o)
+      if (o != q) others += (others.empty() ? "" : " and ") + std::string(kStepFactorNames[params_[o]]);
+    throw SpecError(fmt::format("{}: runs: these runs cannot tell {} from {} (their step times change alike); add runs "
+                                "with a different share of compute, communication and fixed time, or fit fewer factors",
+                                origin, kStepFactorNames[params_[q]], others));
+  }
 }
 
 double abs_pct(double predicted, double measured) { return std::fabs(predicted - measured) / measured * 100.0; }
@@ -295,19 +371,19 @@ StepFitResult calibrate_steps(const HardwareSpec& hw, const StepRuns& runs, cons
 
   StepFitResult result;
   result.fitted = options.fit;
-  std::vector<std::string> unconstrained;
-  FactorVector x = StepFitter(hw, runs, options.fit, all, bounds).solve(options.max_iterations, result.iterations,
-                                                                        &unconstrained);
-  if (!unconstrained.empty())
-    throw SpecError(fmt::format("{}: runs: no run's step time depends on {}; drop it from the fitted factors",
-                                runs.origin, unconstrained.front()));
+  StepFitter fitter(hw, runs, options.fit, all, bounds);
+  fitter.check_identifiable(runs.origin);
+  FactorVector x = fitter.solve(options.max_iterations, result.iterations);
   if (result.iterations < 0)
     throw SpecError(fmt::format("{}: runs: the fit of {} did not converge in {} iterations; check measured_s and the "
                                 "layouts",
                                 runs.origin, names, options.max_iterations));
-  result.compute = std::exp(x[0]);
-  result.comm = std::exp(x[1]);
+  result.compute = 1.0 / x[0];
+  result.comm = 1.0 / x[1];
   result.overhead = x[2];
+  for (auto f : options.fit)
+    if (x[int(f)] <= bounds.lo[int(f)] + 1e-12 || x[int(f)] >= bounds.hi[int(f)] - 1e-12)
+      result.at_bound.push_back(f);
   result.calibrated = apply_step_factors(hw, result.compute, result.comm, result.overhead);
 
   for (size_t i = 0; i < n; ++i) {
@@ -326,9 +402,8 @@ StepFitResult calibrate_steps(const HardwareSpec& hw, const StepRuns& runs, cons
       for (size_t k = 0; k < n; ++k)
         if (k != i) others.push_back(k);
       int iterations = 0;
-      FactorVector xi = StepFitter(hw, runs, options.fit, others, bounds).solve(options.max_iterations, iterations,
-                                                                                nullptr);
-      double held = predicted_step(hw, runs.runs[i], std::exp(xi[0]), std::exp(xi[1]), xi[2]);
+      FactorVector xi = StepFitter(hw, runs, options.fit, others, bounds).solve(options.max_iterations, iterations);
+      double held = predicted_step(hw, runs.runs[i], 1.0 / xi[0], 1.0 / xi[1], xi[2]);
       result.rows[i].held_out = held;
       double e = abs_pct(held, runs.runs[i].measured);
       sum += e;
@@ -347,12 +422,14 @@ nlohmann::json to_json(const StepFitResult& r) {
     row["held_out_s"] = x.held_out ? nlohmann::json(*x.held_out) : nlohmann::json();
     rows.push_back(row);
   }
-  std::vector<std::string> fitted;
+  std::vector<std::string> fitted, at_bound;
   for (auto f : r.fitted) fitted.push_back(to_string(f));
+  for (auto f : r.at_bound) at_bound.push_back(to_string(f));
   auto optional = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
   return {{"hardware", to_json(r.calibrated)},
           {"factors", {{"compute", r.compute}, {"comm", r.comm}, {"overhead_s", r.overhead}}},
           {"fitted", fitted},
+          {"at_bound", at_bound},
           {"iterations", r.iterations},
           {"mean_abs_error_pct_before", r.mean_abs_pct_before},
           {"mean_abs_error_pct_after", r.mean_abs_pct_after},
@@ -379,6 +456,8 @@ std::string format_step_fit(const StepFitResult& r, const std::string& origin) {
   for (auto f : r.fitted) fitted += (fitted.empty() ? "" : ", ") + std::string(to_string(f));
   o += fmt::format("factors: compute x{:.3f}, comm x{:.3f}, overhead {:.1f} ms per step (fitted: {}; {} iterations)\n",
                    r.compute, r.comm, r.overhead * 1e3, fitted, r.iterations);
+  for (auto f : r.at_bound)
+    o += fmt::format("note: {} ended at its bound (the runs would push it further; docs/seer.md, bounds)\n", to_string(f));
   return o;
 }
 

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "astral/seer/calibrate_steps.hpp"
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/predict.hpp"
+#include "astral/seer/report.hpp"
 
 namespace astral::seer {
 namespace {
@@ -74,6 +76,31 @@ ValidationReport run_validation(const nlohmann::json& set, const HardwareSpec* h
   return report;
 }
 
+CalibratedValidation run_validation_calibrated_on_smallest(const nlohmann::json& set,
+                                                            const HardwareSpec* hardware_override) {
+  HardwareSpec hw = hardware_override ? *hardware_override : load_hardware(field(set, "hardware", "validation").get<std::string>());
+  const auto& steps = field(set, "steps", "validation");
+  if (!steps.is_array() || steps.size() < 2)
+    throw SpecError("validation.steps: calibrating on the smallest run needs at least two step runs");
+  size_t smallest = 0;
+  for (size_t i = 1; i < steps.size(); ++i)
+    if (number(steps[i], "gpus", "validation.steps") < number(steps[smallest], "gpus", "validation.steps")) smallest = i;
+  StepRuns runs = parse_step_runs(nlohmann::json{{"runs", nlohmann::json::array({steps[smallest]})}},
+                                  "validation.steps[" + std::to_string(smallest) + "]", hw);
+  StepFitOptions compute_only;
+  compute_only.fit = {StepFactor::kCompute};
+  StepFitResult fit = calibrate_steps(hw, runs, compute_only);
+  nlohmann::json others = set;
+  others["steps"].erase(others["steps"].begin() + long(smallest));
+  others.erase("layers");
+  CalibratedValidation out;
+  if (set.contains("tolerance_calibrated")) others["tolerance"] = set["tolerance_calibrated"];
+  out.report = run_validation(others, &fit.calibrated);
+  out.fitted_on = runs.runs.front().name;
+  out.compute_factor = fit.compute;
+  return out;
+}
+
 nlohmann::json to_json(const ValidationReport& r) {
   auto rows = [](const std::vector<ValidationRow>& v) {
     nlohmann::json a = nlohmann::json::array();
@@ -88,6 +115,19 @@ nlohmann::json to_json(const ValidationReport& r) {
           {"max_abs_error_pct", r.max_abs_pct()},
           {"tolerance", {{"mean_abs_pct", r.tolerance_mean_pct}, {"max_abs_pct", r.tolerance_max_pct}}},
           {"within_tolerance", r.within_tolerance()}};
+}
+
+nlohmann::json to_json(const CalibratedValidation& c) {
+  nlohmann::json j = to_json(c.report);
+  j["calibrated_on"] = c.fitted_on;
+  j["compute_factor"] = c.compute_factor;
+  return j;
+}
+
+std::string format_calibrated_validation(const CalibratedValidation& c) {
+  return fmt::format("compute factor x{:.3f} fitted on \"{}\"; the other runs predicted:\n", c.compute_factor,
+                     c.fitted_on) +
+         format_validation(c.report);
 }
 
 }  // namespace astral::seer

@@ -107,6 +107,19 @@ TEST_CASE("seer validate reproduces the calibration table within its tolerance")
   CHECK(r.out.find("175B seq-par + selective") != std::string::npos);
 }
 
+TEST_CASE("seer validate --calibrate-smallest fits one run of a held-out set and predicts the others") {
+  auto r = run_process({ASTRAL_CLI, "seer", "validate", "--set", "mt-nlg", "--calibrate-smallest", "--json"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  json doc = json::parse(r.out);
+  CHECK(doc["calibrated_on"].get<std::string>().find("2240 GPUs") != std::string::npos);
+  CHECK(doc["steps"].size() == 2);
+  CHECK(doc["within_tolerance"] == true);
+  auto bundled = run_process({ASTRAL_CLI, "seer", "validate", "--set", "narayanan-sc21"});
+  CHECK(bundled.exit_code == 0);
+  CHECK(bundled.out.find("1008B on 3072 GPUs") != std::string::npos);
+}
+
 TEST_CASE("seer calibrate writes a calibrated hardware profile") {
   astral::test::TempDir dir;
   const std::string csv = dir / "ops.csv", out = dir / "hw.json";
@@ -139,14 +152,12 @@ TEST_CASE("seer calibrate --steps fits published runs, writes a profile predict 
   astral::test::TempDir dir;
   const std::string out = dir / "stack.json";
   const std::string runs = fixture("astral/seer/korthikanti-full-recompute-runs.json");
-  // compute and comm only: these four runs do not determine a per-step overhead as well (the
-  // three-factor fit does not converge on them; issue 16 keeps that open).
-  auto r = run_process({ASTRAL_CLI, "seer", "calibrate", "--steps", runs, "--fit", "compute,comm", "--out", out,
-                        "--json"});
+  // All three factors (the default).
+  auto r = run_process({ASTRAL_CLI, "seer", "calibrate", "--steps", runs, "--out", out, "--json"});
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   json doc = json::parse(r.out);
-  CHECK(doc["fitted"].size() == 2);
+  CHECK(doc["fitted"].size() == 3);
   CHECK(doc["rows"].size() == 4);
   CHECK(doc["leave_one_out"]["mean_abs_error_pct"].is_number());
   CHECK(doc["mean_abs_error_pct_after"].get<double>() <= doc["mean_abs_error_pct_before"].get<double>() + 1e-9);
@@ -163,6 +174,44 @@ TEST_CASE("seer calibrate --steps fits published runs, writes a profile predict 
   CHECK(s.exit_code == 0);
   auto text = run_process({ASTRAL_CLI, "seer", "calibrate", "--steps", runs, "--fit", "compute,comm"});
   CHECK(text.out.find("leave-one-out error") != std::string::npos);
+}
+
+TEST_CASE("seer calibrate --kineto fits a profiler trace, writes a profile predict accepts, lists unclassified kernels") {
+  astral::test::TempDir dir;
+  const std::string out = dir / "stack.json";
+  const std::string trace = fixture("astral/seer/kineto-shapes-rank0.json");
+  auto r = run_process({ASTRAL_CLI, "seer", "calibrate", "--kineto", trace, "--hw", "a100-80gb", "--rank", "0",
+                        "--out", out, "--json"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  json doc = json::parse(r.out);
+  CHECK(doc["unclassified_kernels"] == 3);
+  CHECK(doc["hardware"]["efficiency"]["gemm"].get<double>() == Approx(0.62).epsilon(0.03));
+  auto p = run_process({ASTRAL_CLI, "seer", "predict", "--model", "korthikanti-22b", "--hw", out, "--gpus", "8",
+                        "--config", "korthikanti-22b-full", "--json"});
+  CHECK(p.exit_code == 0);
+  auto text = run_process({ASTRAL_CLI, "seer", "calibrate", "--kineto", trace, "--hw", "a100-80gb"});
+  CHECK(text.out.find("DeviceSegmentedRadixSortKernel") != std::string::npos);
+}
+
+TEST_CASE("seer calibrate --kineto: not Kineto, truncated, another rank: one line, exit 2, no profile written") {
+  astral::test::TempDir dir;
+  const std::string bad = dir / "bad.json", out = dir / "stack.json";
+  std::ofstream(bad) << R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "nvjet", "ts": 0, "dur": 5)";
+  auto truncated = run_process({ASTRAL_CLI, "seer", "calibrate", "--kineto", bad, "--hw", "a100-80gb", "--out", out});
+  CHECK(truncated.exit_code == 2);
+  CHECK(truncated.err.find(bad + ": not valid JSON") != std::string::npos);
+  CHECK(std::count(truncated.err.begin(), truncated.err.end(), '\n') == 1);
+  CHECK_FALSE(std::ifstream(out).good());
+  std::ofstream(bad) << R"({"runs": []})";
+  auto other = run_process({ASTRAL_CLI, "seer", "calibrate", "--kineto", bad, "--hw", "a100-80gb", "--out", out});
+  CHECK(other.exit_code == 2);
+  CHECK(other.err.find("traceEvents: missing") != std::string::npos);
+  auto rank = run_process({ASTRAL_CLI, "seer", "calibrate", "--kineto", fixture("astral/seer/kineto-shapes-rank0.json"),
+                           "--hw", "a100-80gb", "--rank", "5", "--out", out});
+  CHECK(rank.exit_code == 2);
+  CHECK(rank.err.find("distributedInfo.rank") != std::string::npos);
+  CHECK_FALSE(std::ifstream(out).good());
 }
 
 TEST_CASE("seer calibrate --steps: too few runs, bad layouts: one line, exit 2, no profile written") {

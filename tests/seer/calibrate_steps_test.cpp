@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "astral/seer/calibrate_steps.hpp"
 #include "astral/seer/inputs.hpp"
@@ -98,4 +99,44 @@ TEST_CASE("seer calibrate --steps reports a fit that does not converge") {
   one_step.max_iterations = 1;
   CHECK_THROWS_WITH(calibrate_steps(start, runs, one_step), Catch::Contains("runs.json") &&
                                                                 Catch::Contains("did not converge in 1 iterations"));
+}
+
+TEST_CASE("seer calibrate --steps fits all three factors on the four Korthikanti full-recompute runs") {
+  // Published step times (Table 3): the fit is a bounded linear least-squares problem per step,
+  // so it settles in a few iterations; these runs want no per-step overhead (it stays at 0).
+  HardwareSpec start = load_hardware("a100-80gb");
+  json doc = {{"hardware", "a100-80gb"}, {"runs", json::array()}};
+  const std::tuple<const char*, const char*, const char*, int, double> rows[] = {
+      {"22B", "korthikanti-22b", "korthikanti-22b-full", 8, 1.42},
+      {"175B", "gpt3-175b", "korthikanti-175b-full", 64, 18.13},
+      {"530B", "mt-nlg-530b", "korthikanti-530b-full", 280, 49.05},
+      {"1T", "megatron-1t", "korthikanti-1t-full", 512, 94.42}};
+  for (const auto& [name, model, config, gpus, measured] : rows)
+    doc["runs"].push_back({{"name", name}, {"model", model}, {"config", config}, {"gpus", gpus}, {"measured_s", measured}});
+  StepFitResult r = calibrate_steps(start, parse_step_runs(doc, "korthikanti.json", start));
+  CHECK(r.iterations > 0);
+  CHECK(r.iterations <= 10);
+  CHECK(r.fitted.size() == 3);
+  CHECK(r.mean_abs_pct_after < r.mean_abs_pct_before);
+  CHECK(r.mean_abs_pct_after < 1.0);
+  REQUIRE(r.loo_max_abs_pct.has_value());
+  CHECK(*r.loo_max_abs_pct < 5.0);
+  CHECK(r.overhead == Approx(0.0).margin(1e-9));
+  REQUIRE(r.at_bound.size() == 1);
+  CHECK(r.at_bound[0] == StepFactor::kOverhead);
+  CHECK(format_step_fit(r, "korthikanti.json").find("overhead ended at its bound") != std::string::npos);
+}
+
+TEST_CASE("seer calibrate --steps names the factors the runs cannot tell apart") {
+  // The same layout twice: compute and comm change both step times in the same proportion.
+  HardwareSpec start = load_hardware("a100-80gb");
+  json doc = {{"runs", json::array()}};
+  for (double measured : {1.5, 1.6})
+    doc["runs"].push_back({{"name", "22B"}, {"model", "korthikanti-22b"}, {"config", "korthikanti-22b-full"},
+                           {"gpus", 8}, {"measured_s", measured}});
+  StepRuns runs = parse_step_runs(doc, "same.json", start);
+  StepFitOptions two;
+  two.fit = {StepFactor::kCompute, StepFactor::kComm};
+  CHECK_THROWS_WITH(calibrate_steps(start, runs, two),
+                    Catch::Contains("same.json: runs: these runs cannot tell compute from comm"));
 }

@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "astral/seer/calibrate.hpp"
+#include "astral/seer/calibrate_kineto.hpp"
 #include "astral/seer/calibrate_steps.hpp"
+#include "astral/seer/kineto.hpp"
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/report.hpp"
 #include "command.hpp"
@@ -219,7 +221,8 @@ CLI::App* add_search(CLI::App* seer, SearchArgs& a) {
 // ---- calibrate
 
 struct CalibrateArgs {
-  std::string hw, ops, steps, out;
+  std::string hw, ops, steps, kineto, out;
+  int rank = -1;
   std::string fit = "compute,comm,overhead";
   bool json = false;
 };
@@ -244,10 +247,31 @@ int run_calibrate_steps(const CalibrateArgs& a) {
   return cli::kOk;
 }
 
+// From a profiler trace: the whole trace is read and fitted before anything is written.
+int run_calibrate_kineto(const CalibrateArgs& a) {
+  HardwareSpec hw = load_hardware(a.hw);
+  KinetoCalibration c;
+  try {
+    c = calibrate_kineto(hw, read_kineto_trace(a.kineto), KinetoCalibrationOptions{a.rank});
+  } catch (const std::runtime_error& e) {
+    throw cli::UsageError(e.what());
+  }
+  if (!a.out.empty()) cli::write_text_file_atomically(a.out, to_json(c.fit.calibrated).dump(2) + "\n");
+  if (a.json) {
+    std::cout << to_json(c).dump(2) << "\n";
+  } else {
+    std::cout << format_kineto_calibration(c, a.kineto);
+    if (!a.out.empty()) std::cout << "written to " << a.out << "\n";
+  }
+  return cli::kOk;
+}
+
 int run_calibrate(const CalibrateArgs& a) {
-  if (a.ops.empty() == a.steps.empty()) throw cli::UsageError("calibrate: give exactly one of --ops FILE and --steps FILE");
+  if (int(!a.ops.empty()) + int(!a.steps.empty()) + int(!a.kineto.empty()) != 1)
+    throw cli::UsageError("calibrate: give exactly one of --ops FILE, --steps FILE and --kineto FILE");
   if (!a.steps.empty()) return run_calibrate_steps(a);
-  if (a.hw.empty()) throw cli::UsageError("calibrate --ops: --hw is required");
+  if (a.hw.empty()) throw cli::UsageError(fmt::format("calibrate --{}: --hw is required", a.ops.empty() ? "kineto" : "ops"));
+  if (!a.kineto.empty()) return run_calibrate_kineto(a);
   HardwareSpec hw = load_hardware(a.hw);
   auto ops = parse_operator_csv(cli::read_text_file(a.ops), a.ops);
   CalibrationResult r = calibrate(hw, ops);
@@ -263,10 +287,14 @@ int run_calibrate(const CalibrateArgs& a) {
 
 CLI::App* add_calibrate(CLI::App* seer, CalibrateArgs& a) {
   auto* cmd = seer->add_subcommand(
-      "calibrate", "fit the hardware profile to measured operator times (--ops) or step times of runs (--steps)");
+      "calibrate",
+      "fit the hardware profile to measured operator times (--ops, --kineto) or step times of runs (--steps)");
   cmd->add_option("--hw", a.hw, "hardware JSON file or bundled name to start from (--steps: default the file's)");
   cmd->add_option("--ops", a.ops, "CSV of measured operators: kind,m,n,k,batch,bytes,dtype,time_us[,name]");
   cmd->add_option("--steps", a.steps, "JSON of measured runs: {hardware, runs: [{name, model, config, gpus, measured_s}]}");
+  cmd->add_option("--kineto", a.kineto, "PyTorch profiler (Kineto) trace JSON of a few steps, recorded with shapes");
+  cmd->add_option("--rank", a.rank, "--kineto: the rank the trace must be (its distributedInfo.rank)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--fit", a.fit, "--steps: factors to fit, from compute,comm,overhead (default all three)");
   cmd->add_option("--out", a.out, "write the calibrated hardware profile here");
   cmd->add_flag("--json", a.json, "print JSON instead of text");
@@ -306,13 +334,18 @@ CLI::App* add_compare(CLI::App* seer, CompareArgs& a) {
 
 struct ValidateArgs {
   std::string set = "korthikanti", hw;
-  bool json = false;
+  bool json = false, calibrate_smallest = false;
 };
 
 int run_validate(const ValidateArgs& a) {
   json set = load_json("validation", a.set);
   HardwareSpec hw;
   if (!a.hw.empty()) hw = load_hardware(a.hw);
+  if (a.calibrate_smallest) {
+    CalibratedValidation c = run_validation_calibrated_on_smallest(set, a.hw.empty() ? nullptr : &hw);
+    std::cout << (a.json ? to_json(c).dump(2) + "\n" : format_calibrated_validation(c));
+    return c.report.within_tolerance() ? cli::kOk : cli::kChecksFailed;
+  }
   ValidationReport r = run_validation(set, a.hw.empty() ? nullptr : &hw);
   std::cout << (a.json ? to_json(r).dump(2) + "\n" : format_validation(r));
   return r.within_tolerance() ? cli::kOk : cli::kChecksFailed;
@@ -322,6 +355,8 @@ CLI::App* add_validate(CLI::App* seer, ValidateArgs& a) {
   auto* cmd = seer->add_subcommand("validate", "predict a published validation set and report the errors");
   cmd->add_option("--set", a.set, "validation set JSON file or bundled name (default korthikanti)");
   cmd->add_option("--hw", a.hw, "hardware profile to use instead of the set's");
+  cmd->add_flag("--calibrate-smallest", a.calibrate_smallest,
+                "fit the compute factor on the set's smallest run, then predict the others");
   cmd->add_flag("--json", a.json, "print JSON instead of text");
   return cmd;
 }

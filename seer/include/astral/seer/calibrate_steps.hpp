@@ -8,8 +8,12 @@
 //             links this stack's collectives get;
 //   overhead  seconds added to every step that the model does not see (data loading, Python,
 //             logging, host synchronisation).
-// The fit minimises the squared log error of the step times (Levenberg-Marquardt on the full
-// prediction) and reports the leave-one-out error: each run predicted by a fit to the others.
+// The fit minimises the squared relative error of the step times. In the variables 1/compute,
+// 1/comm and overhead a step time is nearly linear, so each Gauss-Newton step is an exact bounded
+// linear least-squares solve, halved until the full prediction's error falls. Before fitting, the
+// runs must tell the factors apart (no factor's effect on the step times explained by the others'),
+// else it is an error naming them. It reports the leave-one-out error: each run predicted by a fit
+// to the others.
 #include <nlohmann/json_fwd.hpp>
 
 #include <optional>
@@ -63,6 +67,7 @@ struct StepFitResult {
   HardwareSpec calibrated;
   double compute = 1, comm = 1, overhead = 0;  // the factors (1, 1, 0 = the starting profile)
   std::vector<StepFactor> fitted;
+  std::vector<StepFactor> at_bound;  // fitted factors the fit pinned at a bound (see bounds in docs/seer.md)
   std::vector<StepFitRow> rows;
   int iterations = 0;
   double mean_abs_pct_before = 0, mean_abs_pct_after = 0;
@@ -71,7 +76,8 @@ struct StepFitResult {
 };
 
 // Fits `options.fit` to the runs. Throws SpecError naming `runs.origin` when there are fewer runs
-// than factors, when the runs do not constrain a factor, or when the fit does not converge.
+// than factors, when the runs do not constrain a factor or cannot tell two apart, or when the fit
+// does not converge.
 StepFitResult calibrate_steps(const HardwareSpec& hw, const StepRuns& runs, const StepFitOptions& options = {});
 
 // The profile with the factors applied (efficiencies capped at 1).

@@ -32,6 +32,19 @@ struct ValidationReport {
 // Runs every case of `set`. Model and config entries are bundled names, paths, or inline objects;
 // `hardware_override` (when not empty) replaces the set's hardware.
 ValidationReport run_validation(const nlohmann::json& set, const HardwareSpec* hardware_override = nullptr);
+// The second protocol: the compute factor fitted (calibrate --steps, one factor from one run) on
+// the set's smallest step run (fewest GPUs), then the other step runs predicted with that profile.
+// The report's steps exclude the fitted run; `fitted_on` and `compute_factor` say what was fitted.
+// The set's `tolerance_calibrated`, when present, is this protocol's tolerance.
+struct CalibratedValidation {
+  ValidationReport report;
+  std::string fitted_on;
+  double compute_factor = 1;
+};
+CalibratedValidation run_validation_calibrated_on_smallest(const nlohmann::json& set,
+                                                            const HardwareSpec* hardware_override = nullptr);
 nlohmann::json to_json(const ValidationReport& r);
+nlohmann::json to_json(const CalibratedValidation& c);  // the report plus calibrated_on, compute_factor
+std::string format_calibrated_validation(const CalibratedValidation& c);
 
 }  // namespace astral::seer
