@@ -155,8 +155,9 @@ class Trial {
 
     auto b = std::make_unique<TrafficBuilder>(router_, selector, o_, store, seed_);
     detail::ClassStats stats;
+    const bool counted = classes && use_counting(estimate);
     if (classes)
-      generate_by_classes(*b, stats);
+      generate_by_classes(*b, stats, counted);
     else
       generate(*b);
     if (!store && b->subflow_count() <= o_.event_sim_limit && !uniform_loads(b->loads())) {
@@ -166,7 +167,7 @@ class Trial {
     }
     TrialOutcome out = finish(*b, store, adaptive, loads_out);
     if (classes) {
-      out.engine = "classes";
+      out.engine = counted ? "counted" : "classes";
       out.classes = stats;
     }
     return out;
@@ -236,16 +237,27 @@ class Trial {
     std::string why;
     for (const Job& job : jobs_)
       if (!detail::classes_apply(f_, job, o_, &why)) {
-        if (o_.engine == SimEngine::kClasses) notes_.push_back("per-connection routing: " + why);
+        if (o_.engine == SimEngine::kClasses || o_.engine == SimEngine::kCounted)
+          notes_.push_back("per-connection routing: " + why);
         return false;
       }
     return true;
   }
 
-  void generate_by_classes(TrafficBuilder& b, detail::ClassStats& stats) {
+  // ECMP counted where asked (noting why not when it cannot be), or in auto above count_above.
+  bool use_counting(size_t subflows) const {
+    if (o_.engine != SimEngine::kCounted && (o_.engine != SimEngine::kAuto || subflows <= o_.count_above))
+      return false;
+    std::string why;
+    if (detail::counting_applies(o_, &why)) return true;
+    if (o_.engine == SimEngine::kCounted) notes_.push_back("ECMP hashed per QP: " + why);
+    return false;
+  }
+
+  void generate_by_classes(TrafficBuilder& b, detail::ClassStats& stats, bool counted) {
     for (size_t j = 0; j < jobs_.size(); ++j) {
       b.begin_job(int(j));
-      detail::route_by_classes(b, jobs_[j], o_, stats);
+      detail::route_by_classes(b, jobs_[j], o_, stats, counted);
       b.end_job();
     }
   }
@@ -487,6 +499,7 @@ FlowSimResult simulate(const topo::Fabric& fabric, const FlowSimOptions& o, cons
       res.engine = out.engine;
       res.classes = out.classes.classes;
       res.exact_connections = out.classes.exact_connections;
+      res.counted_classes = out.classes.counted_classes;
       res.completion_s = out.completion;
       res.completion_upper_s = out.upper;
       res.ideal_s = out.ideal;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 
 namespace astral::seer::detail {
@@ -30,9 +31,11 @@ struct Side {
 
 class ClassRouter {
  public:
-  ClassRouter(TrafficBuilder& b, const Job& job, const FlowSimOptions& o, ClassStats& stats)
+  ClassRouter(TrafficBuilder& b, const Job& job, const FlowSimOptions& o, ClassStats& stats, bool counted)
       : b_(b), router_(b.router()), f_(router_.fabric()), selector_(b.selector()), job_(job),
-        o_(o), stats_(stats), hits_(size_t(router_.resource_count()), 0) {}
+        o_(o), stats_(stats), hits_(size_t(router_.resource_count()), 0) {
+    if (counted) counter_.emplace(router_, b.loads_to_update(), b.salt());
+  }
 
   void run() {
     const int n = int(job_.gpus.size());
@@ -54,12 +57,28 @@ class ClassRouter {
       return start;
     };
     std::vector<size_t> sg = groups(src), dg = groups(dst);
-    for (size_t a = 0; a + 1 < sg.size(); ++a)
-      for (size_t d = 0; d + 1 < dg.size(); ++d) {
+    auto span_of = [](const std::vector<Side>& v, const std::vector<size_t>& g, size_t i) {
+      return std::span<const Side>(v.data() + g[i], g[i + 1] - g[i]);
+    };
+    std::vector<GroupShape> src_shape, dst_shape;
+    if (counter_) {
+      for (size_t a = 0; a + 1 < sg.size(); ++a) src_shape.push_back(shape(span_of(src, sg, a), true));
+      for (size_t d = 0; d + 1 < dg.size(); ++d) dst_shape.push_back(shape(span_of(dst, dg, d), false));
+    }
+    // Destination groups outside: the counter then holds a few destination leaves at a time.
+    for (size_t d = 0; d + 1 < dg.size(); ++d)
+      for (size_t a = 0; a + 1 < sg.size(); ++a) {
         if (o_.routing.pxn && src[sg[a]].rail != dst[dg[d]].rail) continue;  // PXN stays on its rail
-        route_class({src.data() + sg[a], sg[a + 1] - sg[a]}, {dst.data() + dg[d], dg[d + 1] - dg[d]});
+        const size_t before = subflows_;
+        auto s = span_of(src, sg, a), t = span_of(dst, dg, d);
+        if (counter_ && count_class(s, t, src_shape[a], dst_shape[d]))
+          stats_.counted_classes++;
+        else
+          route_class(s, t);
+        if (subflows_ > before) stats_.classes++;
       }
     flush();
+    if (counter_) counter_->flush();
     b_.count_routed(connections_, subflows_, unroutable_);
   }
 
@@ -185,8 +204,67 @@ class ClassRouter {
     touched_.clear();
   }
 
+  // A group's exclusion keys (host, or segment for cross-segment traffic), sorted, and whether
+  // its members share regular ports on the same leaves (then its classes can be counted).
+  struct GroupShape {
+    std::vector<int> keys;
+    bool uniform = true;
+  };
+  int exclusion_key(const Side& s) const { return o_.cross_segment_only ? s.segment : s.host; }
+
+  GroupShape shape(std::span<const Side> g, bool source) const {
+    GroupShape out;
+    const Side& first = g[0];
+    for (const Side& s : g) {
+      out.keys.push_back(exclusion_key(s));
+      bool same = s.regular && s.ports == first.ports && (!source || s.bytes == first.bytes);
+      for (int p = 0; same && p < first.ports; ++p) same = s.port[p].leaf == first.port[p].leaf;
+      out.uniform = out.uniform && same;
+    }
+    std::sort(out.keys.begin(), out.keys.end());
+    return out;
+  }
+
+  static size_t excluded(const GroupShape& g, int key) {
+    auto range = std::equal_range(g.keys.begin(), g.keys.end(), key);
+    return size_t(range.second - range.first);
+  }
+
+  // A class counted rather than enumerated: host links by each member's number of partners,
+  // the switch hops by the ECMP counter. False (nothing done) when the class is irregular.
+  bool count_class(std::span<const Side> src, std::span<const Side> dst, const GroupShape& src_shape,
+                   const GroupShape& dst_shape) {
+    const Side &s0 = src[0], &d0 = dst[0];
+    if (!src_shape.uniform || !dst_shape.uniform || s0.ports != d0.ports) return false;
+    const int ports = s0.ports, qps = std::max(1, o_.qps);
+    int reachable = 0;
+    for (int p = 0; p < ports; ++p) reachable += router_.reachable(s0.port[p].leaf_sw, d0.port[p].leaf) ? 1 : 0;
+    if (reachable > 0 && reachable < ports) return false;  // QPs fail over to other ports
+    const double sub = s0.bytes / (qps * ports);
+    ResourceLoads& loads = b_.loads_to_update();
+    size_t pairs = 0;
+    for (const Side& s : src) {
+      const size_t partners = dst.size() - excluded(dst_shape, exclusion_key(s));
+      pairs += partners;
+      for (int p = 0; reachable && partners && p < ports; ++p)
+        loads.add_many(topo::Router::link_resource(s.port[p].link, true), std::uint32_t(partners * qps), sub);
+    }
+    for (const Side& d : dst) {
+      const size_t partners = src.size() - excluded(src_shape, exclusion_key(d));
+      for (int p = 0; reachable && partners && p < ports; ++p)
+        loads.add_many(topo::Router::link_resource(d.port[p].link, false), std::uint32_t(partners * qps), sub);
+    }
+    connections_ += pairs;
+    if (reachable == 0) {  // no QP has a path: left out, as route_nics would
+      unroutable_ += pairs;
+      return true;
+    }
+    subflows_ += pairs * size_t(qps * ports);
+    for (int p = 0; p < ports; ++p) counter_->add(s0.port[p].leaf_sw, d0.port[p].leaf, pairs * qps, sub);
+    return true;
+  }
+
   void route_class(std::span<const Side> src, std::span<const Side> dst) {
-    const size_t before = subflows_;
     // Port 1 of every member starts and ends at the class's leaves: one reachability test.
     const bool first_reachable = src[0].port[0].leaf_sw >= 0 && dst[0].group_leaf() >= 0 &&
                                  router_.reachable(src[0].port[0].leaf_sw, dst[0].group_leaf());
@@ -197,7 +275,6 @@ class ClassRouter {
             topo::mix64((std::uint64_t(s.id) << 32 | std::uint32_t(d.id)) ^ b_.salt());
         connection(s, d, key, first_reachable);
       }
-    if (subflows_ > before) stats_.classes++;
   }
 
   void connection(const Side& s, const Side& d, std::uint64_t key, bool first_reachable) {
@@ -250,6 +327,7 @@ class ClassRouter {
   std::vector<int> touched_;
   double subflow_bytes_ = 0;
   size_t connections_ = 0, subflows_ = 0, unroutable_ = 0;
+  std::optional<EcmpCounter> counter_;  // when ECMP collisions are counted
 };
 
 }  // namespace
@@ -277,8 +355,8 @@ bool classes_apply(const topo::Fabric& f, const Job& job, const FlowSimOptions& 
 }
 
 void route_by_classes(TrafficBuilder& builder, const Job& job, const FlowSimOptions& options,
-                      ClassStats& stats) {
-  ClassRouter(builder, job, options, stats).run();
+                      ClassStats& stats, bool counted) {
+  ClassRouter(builder, job, options, stats, counted).run();
 }
 
 }  // namespace astral::seer::detail

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "flowsim_build.hpp"
+#include "flowsim_counted.hpp"
 #include "flowsim_traffic.hpp"
 
 namespace astral::seer::detail {
@@ -22,14 +23,17 @@ namespace astral::seer::detail {
 struct ClassStats {
   size_t classes = 0;            // (source leaf, destination leaf) classes with traffic
   size_t exact_connections = 0;  // connections routed one by one (irregular)
+  size_t counted_classes = 0;    // classes whose ECMP collisions were counted (EcmpCounter)
 };
 
 // Whether the class engine can route this job; `why` (when given) says what it lacks.
 bool classes_apply(const topo::Fabric& fabric, const Job& job, const FlowSimOptions& options,
                    std::string* why = nullptr);
 
-// Adds the job's traffic to `builder` (between begin_job and end_job, streaming mode).
+// Adds the job's traffic to `builder` (between begin_job and end_job, streaming mode). `counted`:
+// regular classes' ECMP collisions are counted from the hash model (flowsim_counted.hpp) instead of
+// hashed QP by QP.
 void route_by_classes(TrafficBuilder& builder, const Job& job, const FlowSimOptions& options,
-                      ClassStats& stats);
+                      ClassStats& stats, bool counted = false);
 
 }  // namespace astral::seer::detail

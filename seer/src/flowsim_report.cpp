@@ -42,6 +42,7 @@ nlohmann::json to_json(const FlowSimResult& r) {
   j["method"] = r.method;
   j["engine"] = r.engine;
   j["classes"] = r.classes;
+  j["counted_classes"] = r.counted_classes;
   j["exact_connections"] = r.exact_connections;
   j["memory_estimate_gib"] = r.memory_estimate_gib;
   j["connections"] = r.connections;
@@ -90,9 +91,10 @@ std::string format_result(const FlowSimResult& r) {
                      r.qps > 1 ? "s" : "", r.balance);
   out += fmt::format("flows       {} connections, {} QP subflows{}\n", r.connections, r.subflows,
                      r.unroutable ? fmt::format(", {} unroutable", r.unroutable) : "");
-  if (r.engine == "classes")
-    out += fmt::format("engine      {} leaf-pair classes, {} connections routed one by one (faults)\n",
-                       r.classes, r.exact_connections);
+  if (r.engine == "classes" || r.engine == "counted")
+    out += fmt::format("engine      {}: {} leaf-pair classes ({} with ECMP counted), {} connections "
+                       "routed one by one (faults)\n",
+                       r.engine, r.classes, r.counted_classes, r.exact_connections);
   if (r.method == "bounds")
     out += fmt::format("completion  {} .. {} (bounds)   ideal {}\n", human_time(r.completion_s),
                        human_time(r.completion_upper_s), human_time(r.ideal_s));

@@ -102,7 +102,7 @@ struct SimFlags {
   std::string pattern = "alltoall", bytes = "64MiB", placement = "packed", balance = "equal",
               engine = "auto";
   void add(CLI::App* app) {
-    app->add_option("--engine", engine, "auto | classes | connections (the per-connection reference)")
+    app->add_option("--engine", engine, "auto | classes | counted (ECMP counted from the hash model) | connections (the per-connection reference)")
         ->capture_default_str();
     app->add_option("--memory-limit", o.memory_limit_gib, "GiB: refuse a larger simulation up front")
         ->capture_default_str();
@@ -148,7 +148,8 @@ struct SimFlags {
     if (engine == "auto") o.engine = seer::SimEngine::kAuto;
     else if (engine == "classes") o.engine = seer::SimEngine::kClasses;
     else if (engine == "connections") o.engine = seer::SimEngine::kConnections;
-    else throw UsageError(fmt::format("--engine '{}': use auto, classes or connections", engine));
+    else if (engine == "counted") o.engine = seer::SimEngine::kCounted;
+    else throw UsageError(fmt::format("--engine '{}': use auto, classes, counted or connections", engine));
     return o;
   }
 };

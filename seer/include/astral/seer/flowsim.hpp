@@ -36,7 +36,11 @@ enum class QpBalance { kEqualSplit, kAdaptive };
 // How connections are routed: one at a time (the reference), or by classes of connections with
 // their multiplicity (uniform all-to-all; same loads, far less work). Auto uses classes wherever
 // they apply and nothing needs the stored flows (goodput, event simulation).
-enum class SimEngine { kAuto, kConnections, kClasses };
+// `counted` is classes with the ECMP collisions counted from the hash model (a multinomial draw per
+// switch and destination leaf) instead of hashed QP by QP: one realisation of the same hash model,
+// so it agrees with the reference statistically (closer the larger the fabric) at a cost that no
+// longer grows with the QPs. Auto counts above `count_above` QP subflows.
+enum class SimEngine { kAuto, kConnections, kClasses, kCounted };
 
 std::optional<TrafficPattern> parse_pattern(std::string_view text);  // alltoall, moe, permutation,
                                                                      // ring, tree
@@ -72,6 +76,7 @@ struct FlowSimOptions {
   double event_tolerance = 0.005;
   size_t goodput_limit = 2000000;       // subflows beyond which the t=0 goodput is skipped
   SimEngine engine = SimEngine::kAuto;
+  size_t count_above = size_t(1) << 25;  // auto: QP subflows above which ECMP is counted
   // Refuse up front, with the estimate, a simulation whose memory would exceed this.
   double memory_limit_gib = 8.0;
 };
@@ -93,9 +98,10 @@ struct JobOutcome {
 
 struct FlowSimResult {
   std::string fabric, pattern, routing, placement, balance, method;
-  std::string engine;            // "classes" or "connections" (first trial)
+  std::string engine;            // "counted", "classes" or "connections" (first trial)
   size_t classes = 0;            // leaf-pair classes routed by the class engine
   size_t exact_connections = 0;  // connections it routed one by one (irregular: faults)
+  size_t counted_classes = 0;    // classes whose ECMP collisions were counted
   double memory_estimate_gib = 0;
   int gpus = 0, hosts = 0, jobs = 0, qps = 0, trials = 0;
   double bytes_per_gpu = 0;
