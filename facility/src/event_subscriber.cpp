@@ -11,6 +11,7 @@
 
 #include "astral/facility/eventservice.hpp"
 #include "http_client.hpp"
+#include "redfish_emit.hpp"
 
 namespace astral::facility {
 
@@ -40,8 +41,8 @@ std::string service_message(const std::string& body) {
     const auto& e = j["error"];
     if (e.contains("@Message.ExtendedInfo") && e["@Message.ExtendedInfo"].is_array() && !e["@Message.ExtendedInfo"].empty() &&
         e["@Message.ExtendedInfo"][0].is_object())
-      return e["@Message.ExtendedInfo"][0].value("Message", e.value("message", std::string()));
-    return e.value("message", std::string());
+      return detail::string_of(e["@Message.ExtendedInfo"][0], "Message", detail::string_of(e, "message"));
+    return detail::string_of(e, "message");
   }
   return {};
 }
@@ -304,7 +305,7 @@ HttpResponse PushReceiver::handle(const HttpRequest& r) {
     return HttpResponse{401, "text/plain", {}, "not authorised\n"};
   }
   auto j = nlohmann::json::parse(r.body, nullptr, false);
-  if (j.is_object() && j.value("Context", context_) != context_) {
+  if (j.is_object() && j.contains("Context") && detail::string_of(j, "Context") != context_) {
     ++refused_;
     return HttpResponse{401, "text/plain", {}, "not authorised\n"};
   }
@@ -351,7 +352,7 @@ PushSubscription subscribe_push(const RedfishEndpoint& e, const std::string& des
   s.uri = r.location;
   if (s.uri.empty()) {
     auto j = json::parse(r.body, nullptr, false);
-    if (j.is_object()) s.uri = j.value("@odata.id", std::string());
+    s.uri = detail::string_of(j, "@odata.id");
   }
   return s;
 }

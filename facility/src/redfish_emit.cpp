@@ -138,6 +138,12 @@ std::string name_of(const json& j) {
   return n != j.end() && n->is_string() ? n->get<std::string>() : std::string();
 }
 
+std::string string_of(const json& j, std::string_view key, std::string fallback) {
+  if (!j.is_object()) return fallback;
+  auto v = j.find(key);
+  return v != j.end() && v->is_string() ? v->get<std::string>() : fallback;
+}
+
 const json& child(const json& j, std::string_view key) {
   static const json kNull;
   if (!j.is_object()) return kNull;

@@ -23,6 +23,9 @@ std::string link_of(const json& j, std::string_view key);
 std::string id_of(const json& j);
 // j["Name"] when it is a string, else "".
 std::string name_of(const json& j);
+// j[key] when j is an object and j[key] a string, else `fallback`. (json::value throws
+// type_error when the service sends another type, and a payload must never throw.)
+std::string string_of(const json& j, std::string_view key, std::string fallback = {});
 // j[key], or a null value when j is not an object or has no such key.
 const json& child(const json& j, std::string_view key);
 // Entity kind implied by a resource path (for alarms whose origin is another resource).

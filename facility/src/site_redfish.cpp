@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "astral/facility/site.hpp"
+#include "redfish_emit.hpp"
 
 namespace astral::facility {
 
@@ -83,7 +84,7 @@ std::string host_of(const std::map<std::string, json>& parsed, const std::string
       if (const json* s = resource(parsed, sys); s && s->contains("HostName") && (*s)["HostName"].is_string() &&
                                                  !(*s)["HostName"].get<std::string>().empty())
         return (*s)["HostName"].get<std::string>();
-  return ch->value("Id", chassis_path.substr(chassis_path.find_last_of('/') + 1));
+  return detail::string_of(*ch, "Id", chassis_path.substr(chassis_path.find_last_of('/') + 1));
 }
 
 }  // namespace
@@ -101,7 +102,7 @@ SiteLayout site_from_redfish(const std::map<std::string, std::string>& resources
     return id;
   };
   for (const auto& [path, j] : parsed) {
-    if (path.rfind("/redfish/v1/Chassis/", 0) != 0 || j.value("ChassisType", "") != "Rack") continue;
+    if (path.rfind("/redfish/v1/Chassis/", 0) != 0 || detail::string_of(j, "ChassisType") != "Rack") continue;
     SiteRack rack;
     rack.id = source + ":" + path.substr(std::string("/redfish/v1/").size());
     rack.source = source;
@@ -109,7 +110,7 @@ SiteLayout site_from_redfish(const std::map<std::string, std::string>& resources
     const json links = j.contains("Links") && j["Links"].is_object() ? j["Links"] : json::object();
     for (const auto& c : link_ids(links, "Contains")) {
       const json* ch = resource(parsed, c);
-      if (ch && ch->value("ChassisType", "") == "Rack") continue;  // nested racks are not hosts
+      if (ch && detail::string_of(*ch, "ChassisType") == "Rack") continue;  // nested racks are not hosts
       std::string host = host_of(parsed, c);
       if (std::find(rack.hosts.begin(), rack.hosts.end(), host) == rack.hosts.end()) rack.hosts.push_back(host);
     }

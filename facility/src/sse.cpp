@@ -112,15 +112,19 @@ std::optional<Clock::time_point> parse_rfc3339(std::string_view t) {
   tm.tm_hour = h;
   tm.tm_min = m;
   tm.tm_sec = s;
-  time_t epoch = timegm(&tm);
-  return Clock::time_point(std::chrono::seconds(epoch - offset_s)) + std::chrono::microseconds(micros);
+  const long long seconds = static_cast<long long>(timegm(&tm)) - offset_s;
+  // Clock counts nanoseconds in int64_t (1677..2262): a year like 4050 is no time we can hold, and
+  // converting it would overflow (found by the facility_events fuzz target).
+  constexpr long long kMaxSeconds = std::chrono::duration_cast<std::chrono::seconds>(Clock::duration::max()).count() - 1;
+  if (seconds > kMaxSeconds || seconds < -kMaxSeconds) return std::nullopt;
+  return Clock::time_point(std::chrono::seconds(seconds)) + std::chrono::microseconds(micros);
 }
 
 namespace {
 
 Severity event_severity(const nlohmann::json& r) {
   // MessageSeverity (Health: OK/Warning/Critical) is current; Severity is the deprecated string.
-  std::string s = r.value("MessageSeverity", r.value("Severity", std::string("Warning")));
+  std::string s = detail::string_of(r, "MessageSeverity", detail::string_of(r, "Severity", "Warning"));
   if (s == "Critical") return Severity::critical;
   if (s == "OK" || s == "Informational") return Severity::info;
   return Severity::warning;
@@ -136,7 +140,8 @@ ParsedEvent parse_redfish_event(std::string_view text, const std::string& source
     return out;
   }
   if (!j.contains("Events") || !j["Events"].is_array()) {
-    out.errors.push_back(fmt::format("{}: event {}: no \"Events\" array", source, j.value("Id", std::string(sse_id))));
+    const std::string id = detail::string_of(j, "Id", std::string(sse_id));
+    out.errors.push_back(fmt::format("{}: event {}: no \"Events\" array", source, id.empty() ? "?" : id));
     return out;
   }
   std::string payload_id = j.contains("Id") && j["Id"].is_string() ? j["Id"].get<std::string>() : std::string(sse_id);
@@ -163,7 +168,7 @@ ParsedEvent parse_redfish_event(std::string_view text, const std::string& source
       }
       when = *t;
     }
-    std::string message_id = r.value("MessageId", std::string());
+    std::string message_id = detail::string_of(r, "MessageId");
     std::string name = message_id.substr(message_id.rfind('.') == std::string::npos ? 0 : message_id.rfind('.') + 1);
     std::string origin = detail::link_of(r, "OriginOfCondition");
     if (origin.empty() && r.contains("OriginOfCondition") && r["OriginOfCondition"].is_string())
@@ -179,7 +184,7 @@ ParsedEvent parse_redfish_event(std::string_view text, const std::string& source
     a.entity = origin.empty() ? std::string() : detail::entity_id(origin);
     a.severity = sev;
     a.type = type;
-    a.message = r.value("Message", message_id);
+    a.message = detail::string_of(r, "Message", message_id);
     a.origin = origin;
     a.source = "redfish-event";
     out.alarms.push_back(std::move(a));

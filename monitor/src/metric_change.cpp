@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "astral/common/checked.hpp"
 #include "astral/monitor/metrics.hpp"
 #include "metric_rules.hpp"
 #include "names.hpp"
@@ -14,6 +15,10 @@
 namespace astral::monitor {
 
 namespace {
+
+// A bit-mask metric's sample as its bits; a value that is no mask (negative, fractional beyond
+// rounding, 2^64 or more: a damaged or hostile sample) has none. std::llround is unspecified there.
+uint64_t mask_of(double v) { return checked_round<uint64_t>(v).value_or(0); }
 
 struct Change {
   int64_t at_us = 0;
@@ -25,8 +30,9 @@ struct Change {
 std::vector<MetricSample> per_minute(const std::vector<MetricSample>& s) {
   std::vector<MetricSample> out;
   for (size_t i = 1; i < s.size(); ++i) {
-    const int64_t dt = s[i].time_us - s[i - 1].time_us;
-    if (dt <= 0) continue;
+    const std::optional<int64_t> gap = checked_sub(s[i].time_us, s[i - 1].time_us);  // damaged times
+    if (!gap || *gap <= 0) continue;
+    const int64_t dt = *gap;
     double d = s[i].value - s[i - 1].value;
     if (d < 0) d = s[i].value;
     out.push_back({s[i].time_us, d * 60e6 / double(dt)});
@@ -81,12 +87,12 @@ std::optional<Change> detect(const MetricRule& rule, const std::vector<MetricSam
     }
     case ChangeRule::bits: {
       uint64_t before_bits = 0, after_bits = 0;
-      for (double v : base) before_bits |= uint64_t(std::llround(v));
-      for (const MetricSample& s : after) after_bits |= uint64_t(std::llround(s.value));
+      for (double v : base) before_bits |= mask_of(v);
+      for (const MetricSample& s : after) after_bits |= mask_of(s.value);
       const uint64_t fresh = after_bits & ~before_bits & ~rule.ignore_bits;
       if (!fresh) return std::nullopt;
       for (const MetricSample& s : after)
-        if (uint64_t(std::llround(s.value)) & fresh) {
+        if (mask_of(s.value) & fresh) {
           c.at_us = s.time_us;
           break;
         }
@@ -127,7 +133,7 @@ std::string format_value(double v) {
 
 std::string format_bits(double v) {
   char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(std::llround(v)));
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(mask_of(v)));
   return buf;
 }
 

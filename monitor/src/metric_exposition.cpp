@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 
+#include "astral/common/checked.hpp"
 #include "astral/monitor/metrics.hpp"
 #include "metric_rules.hpp"
 
@@ -126,7 +127,13 @@ std::vector<MetricSeries> parse_exposition(std::string_view text, int64_t defaul
       continue;
     }
     if (!rule_for_metric(name) || !std::isfinite(value)) continue;
-    const int64_t t = ms ? *ms * 1000 : default_time_us;
+    // A timestamp beyond int64_t microseconds is no time: the line is bad, not an overflow.
+    const std::optional<int64_t> time_us = ms ? checked_mul<int64_t>(*ms, 1000) : default_time_us;
+    if (!time_us) {
+      if (bad_lines) ++*bad_lines;
+      continue;
+    }
+    const int64_t t = *time_us;
     if (t == kUnknownTime) continue;
     if (!host.empty() && !labels.count("Hostname") && !labels.count("hostname") && !labels.count("host") &&
         !labels.count("instance"))

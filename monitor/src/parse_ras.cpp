@@ -2,9 +2,13 @@
 // missing ranks), the monitor-mode event lines, and the JSON status (>= 2.28.7).
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "astral/common/checked.hpp"
+#include "astral/common/json_number.hpp"
 
 #include "line_parser.hpp"
 #include "names.hpp"
@@ -166,19 +170,29 @@ Match recognise_ras_text(LineParser& p, sv body) {
   return Match::none;
 }
 
+namespace {
+// An integer field of a RAS record, or `fallback` when absent, not an integer, or out of range
+// (r.value("rank", -1) would cast 1e30 to int: undefined behaviour).
+int64_t ras_integer(const nlohmann::json& r, const char* name, int64_t fallback) {
+  auto it = r.find(name);
+  return it == r.end() ? fallback : json_integer<int64_t>(*it).value_or(fallback);
+}
+}  // namespace
+
 void parse_ras_json(std::string_view content, const ParseOptions& options, ParseResult& out) {
   for_each_json_value(content, out.stats, [&](const nlohmann::json& j, uint32_t line) {
     auto add = [&](Severity s, std::string kind, const nlohmann::json& r, uint64_t hash) {
-      Event& e = out.events.emplace_back();
+      Event e;  // added once complete: a field of the wrong type throws (counted as damage)
       e.layer = Layer::nccl;
       e.severity = s;
       e.kind = std::move(kind);
       e.host = names::canonical_host(r.value("host", std::string(options.default_host)));
-      e.component = {ComponentKind::process, e.host, "", "", "", r.value("rank", -1)};
-      e.keys.rank = r.value("rank", -1);
+      const int rank = checked_cast<int>(ras_integer(r, "rank", -1)).value_or(-1);
+      e.component = {ComponentKind::process, e.host, "", "", "", rank};
+      e.keys.rank = rank;
       if (hash) e.keys.comm_hash = hash;
-      if (r.contains("pid")) e.set_attr("pid", std::to_string(r.value("pid", 0)));
-      if (r.contains("cuda_dev")) e.set_attr("cuda_dev", std::to_string(r.value("cuda_dev", 0)));
+      if (r.contains("pid")) e.set_attr("pid", std::to_string(ras_integer(r, "pid", 0)));
+      if (r.contains("cuda_dev")) e.set_attr("cuda_dev", std::to_string(ras_integer(r, "cuda_dev", 0)));
       e.set_attr("reported_by", options.default_host);
       e.message = r.dump();
       e.file = options.file_index;
@@ -189,6 +203,7 @@ void parse_ras_json(std::string_view content, const ParseOptions& options, Parse
           e.time_confidence_s = 1;
         }
       }
+      out.events.push_back(std::move(e));
     };
     if (j.contains("event") && j.contains("peer")) {  // monitor mode
       std::string ev = j.value("event", "");
@@ -211,15 +226,19 @@ void parse_ras_json(std::string_view content, const ParseOptions& options, Parse
           bool dead = r.contains("status") && r["status"].value("considered_dead", false);
           add(dead ? Severity::critical : Severity::warning, dead ? "ras_peer_dead" : "ras_missing_rank", r, hash);
         }
-      // Outliers: ranks whose total collective count is below the majority's.
+      // Outliers: ranks whose total collective count is below the majority's. A rank whose
+      // counts are not integers in range, or whose total overflows, says nothing about lag.
       std::map<int64_t, std::vector<const nlohmann::json*>> by_count;
       if (auto rs = c.find("ranks"); rs != c.end() && rs->is_array())
         for (const auto& r : *rs) {
-          int64_t total = 0;
+          std::optional<int64_t> total = 0;
           if (auto cc = r.find("collective_counts"); cc != r.end() && cc->is_object())
             for (auto& [k, v] : cc->items())
-              if (v.is_number_integer()) total += v.get<int64_t>();
-          by_count[total].push_back(&r);
+              if (v.is_number_integer() && total) {
+                const auto n = json_integer<int64_t>(v);
+                total = n ? checked_add(*total, *n) : std::nullopt;
+              }
+          if (total) by_count[*total].push_back(&r);
         }
       if (by_count.size() >= 2) {
         size_t majority = 0;

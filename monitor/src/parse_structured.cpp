@@ -85,11 +85,20 @@ void for_each_json_value(sv content, FileStats& stats,
       ++stats.damaged;
       continue;
     }
-    // A top-level array of records (Chrome-style container) is walked one level down.
+    // A top-level array of records (Chrome-style container) is walked one level down. A record
+    // of another shape than its reader expects (a number where an object or string belongs:
+    // nlohmann's type_error) is damage, counted, never thrown out of the parser.
+    auto record = [&](const nlohmann::json& v) {
+      try {
+        fn(v, start_line);
+      } catch (const nlohmann::json::exception&) {
+        ++stats.damaged;
+      }
+    };
     if (j.is_array() && !j.empty() && j.front().is_object()) {
-      for (const auto& v : j) fn(v, start_line);
+      for (const auto& v : j) record(v);
     } else {
-      fn(j, start_line);
+      record(j);
     }
   }
 }

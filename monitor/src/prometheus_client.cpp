@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "astral/common/checked.hpp"
 #include "astral/monitor/metrics.hpp"
 #include "metric_rules.hpp"
 
@@ -123,14 +124,20 @@ std::string api_error(const std::string& body) {
   return {};
 }
 
-// Fills `out` from a query_range reply; returns "" or what is wrong with it.
-std::string read_matrix(const std::string& body, std::vector<MetricSeries>& out) {
+}  // namespace
+
+std::string read_query_range_reply(const std::string& body, std::vector<MetricSeries>& out) {
   auto j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded()) return "malformed JSON in the reply";
-  if (!j.is_object() || j.value("status", "") != "success" || !j.contains("data") || !j["data"].is_object())
+  // Compared as JSON values: json::value("status", "") throws when the field is not a string.
+  auto field_is = [](const nlohmann::json& o, const char* key, const char* want) {
+    auto it = o.find(key);
+    return it != o.end() && *it == want;
+  };
+  if (!j.is_object() || !field_is(j, "status", "success") || !j.contains("data") || !j["data"].is_object())
     return "reply is not a successful query result";
   const auto& data = j["data"];
-  if (data.value("resultType", "") != "matrix" || !data.contains("result") || !data["result"].is_array())
+  if (!field_is(data, "resultType", "matrix") || !data.contains("result") || !data["result"].is_array())
     return "reply holds no range-query matrix";
   for (const auto& r : data["result"]) {
     if (!r.is_object() || !r.contains("metric") || !r["metric"].is_object() || !r.contains("values") ||
@@ -148,14 +155,14 @@ std::string read_matrix(const std::string& body, std::vector<MetricSeries>& out)
       const std::string text = v[1].get<std::string>();
       double value = std::strtod(text.c_str(), &end);
       if (end == text.c_str() || !std::isfinite(value)) continue;  // NaN / Inf samples say nothing
-      s.samples.push_back({int64_t(std::llround(v[0].get<double>() * 1e6)), value});
+      const auto time_us = checked_round<int64_t>(v[0].get<double>() * 1e6);
+      if (!time_us) return "sample time out of range in the reply";
+      s.samples.push_back({*time_us, value});
     }
     if (!s.samples.empty()) out.push_back(std::move(s));
   }
   return {};
 }
-
-}  // namespace
 
 std::string redacted_url(const std::string& url) {
   const size_t scheme = url.find("://");
@@ -198,7 +205,7 @@ MetricFetch fetch_prometheus(const PrometheusOptions& options, const MetricWindo
       return fetch;
     }
     const size_t before = fetch.series.size();
-    if (std::string bad = read_matrix(reply.body, fetch.series); !bad.empty()) {
+    if (std::string bad = read_query_range_reply(reply.body, fetch.series); !bad.empty()) {
       fetch.error = where + ": " + bad + " (query " + std::string(rule.name) + ")";
       return fetch;
     }

@@ -76,11 +76,14 @@ class RepairedCopy {
       for (int i = 0; i < 8; ++i) d[at + size_t(i)] = char((v >> (8 * i)) & 0xff);
     };
     if (d.size() < 272 || d.compare(0, 8, "LPKSHHRH") != 0) return;
+    // The header's own fields are as damaged as the rest may be: every offset is checked
+    // against the file before it is read, by subtraction (never at + size, which can wrap).
     const uint64_t header = le64(88);
+    if (header < 144 || header > d.size()) return;  // 144: the fields written below are in it
     uint64_t at = header, last = 0;
-    while (at + 16 <= d.size()) {
+    while (at <= d.size() && d.size() - at >= 16) {
       const uint64_t size = le64(at + 8);
-      if (d[at] == 0 || size < 16 || at + size > d.size()) break;
+      if (d[at] == 0 || size < 16 || size > d.size() - at) break;
       last = at;
       at = (at + size + 7) & ~uint64_t(7);
     }

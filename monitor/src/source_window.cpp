@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "astral/common/checked.hpp"
 #include "astral/monitor/sources.hpp"
 
 namespace astral::monitor {
@@ -27,7 +28,7 @@ std::optional<int64_t> parse_duration_us(std::string_view text) {
     else if (!unit.empty()) return std::nullopt;
     total_s += n * scale;
   }
-  return int64_t(std::llround(total_s * 1e6));
+  return checked_round<int64_t>(total_s * 1e6);  // nullopt beyond int64_t microseconds
 }
 
 std::optional<int64_t> parse_time_arg(std::string_view text) {
@@ -36,7 +37,7 @@ std::optional<int64_t> parse_time_arg(std::string_view text) {
   char* end = nullptr;
   const double seconds = std::strtod(s.c_str(), &end);
   if (end == s.c_str() || *end || !std::isfinite(seconds) || seconds < 0) return std::nullopt;
-  return int64_t(std::llround(seconds * 1e6));
+  return checked_round<int64_t>(seconds * 1e6);
 }
 
 }  // namespace astral::monitor

@@ -11,6 +11,7 @@
 using astral::checked_add;
 using astral::checked_cast;
 using astral::checked_mul;
+using astral::checked_round;
 using astral::checked_sub;
 using astral::checked_whole;
 using astral::json_integer;
@@ -76,4 +77,18 @@ TEST_CASE("json_integer reads integers in range, written as integers or whole fl
   CHECK_FALSE(json_integer<int>(json("42")));
   CHECK_FALSE(json_integer<int>(json(nullptr)));
   CHECK_FALSE(json_integer<int>(json(true)));
+}
+
+TEST_CASE("checked_round rounds halves away from zero and refuses what does not fit") {
+  CHECK(checked_round<int64_t>(2.5) == 3);
+  CHECK(checked_round<int64_t>(-2.5) == -3);
+  CHECK(checked_round<int64_t>(2.4) == 2);
+  CHECK(checked_round<int64_t>(-9.0e18) == int64_t(-9'000'000'000'000'000'000));
+  CHECK_FALSE(checked_round<int64_t>(1.8e19));
+  CHECK_FALSE(checked_round<int64_t>(-1.8e19));
+  CHECK_FALSE(checked_round<int64_t>(std::ldexp(1.0, 63)));
+  CHECK_FALSE(checked_round<int64_t>(std::numeric_limits<double>::infinity()));
+  CHECK_FALSE(checked_round<int64_t>(std::nan("")));
+  CHECK(checked_round<int32_t>(2147483647.4) == INT32_MAX);
+  CHECK_FALSE(checked_round<int32_t>(2147483647.5));
 }

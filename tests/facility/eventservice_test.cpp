@@ -316,3 +316,45 @@ TEST_CASE("push subscription: TLS listener, per-subscription secret, refusals na
     CHECK(what.find(secret) == std::string::npos);
   }
 }
+
+TEST_CASE("Fuzz regressions: event fields of another type are ignored, never thrown out of the parser") {
+  // json::value("MessageId", ...), value("Id", ...), value("Message", ...) and the severities
+  // threw type_error on a number or an array: out of the SSE write callback (through libcurl) and
+  // out of the push handler. Such a field now reads as absent.
+  const std::string file =
+      ASTRAL_FIXTURES_DIR "/astral/fuzz-regressions/facility_events/crash-handmade-non-string-fields.txt";
+  SseParser p;
+  const auto messages = p.feed(slurp(file));
+  REQUIRE(messages.size() == 2);
+  ParsedEvent first = parse_redfish_event(messages[0].data, "cdu-1", messages[0].id);
+  REQUIRE(first.alarms.size() == 1);  // a record without a usable MessageId: an unnamed condition
+  CHECK(first.alarms[0].type == "condition");
+  CHECK(first.alarms[0].severity == Severity::warning);  // neither severity is a string
+  CHECK(first.alarms[0].message.empty());
+  CHECK(first.ids == std::vector<std::string>{"event:e1"});
+  CHECK(first.errors.empty());
+  ParsedEvent second = parse_redfish_event(messages[1].data, "cdu-1", messages[1].id);
+  REQUIRE(second.errors.size() == 1);
+  CHECK(second.errors[0] == "cdu-1: event ?: no \"Events\" array");
+  ParsedEvent typed = parse_redfish_event(
+      R"({"Id": "9", "Events": [{"EventId": "e2", "MessageId": "Environmental.1.2.PumpFailed", "MessageSeverity": 3,
+          "Severity": "Critical", "Message": 17, "OriginOfCondition": {"@odata.id": "/redfish/v1/ThermalEquipment/CDUs/1/Pumps/2"}}]})",
+      "cdu-1");
+  REQUIRE(typed.alarms.size() == 1);
+  CHECK(typed.alarms[0].severity == Severity::critical);  // the deprecated Severity string is used
+  CHECK(typed.alarms[0].message == "Environmental.1.2.PumpFailed");
+}
+
+TEST_CASE("Fuzz regressions: an RFC 3339 time beyond the clock's range is no time") {
+  // facility_events found "4050-02-12T12:25:00Z" in an EventTimestamp: seconds * 10^9 overflowed
+  // the nanosecond clock (system_clock holds 1677..2262). Such a record is rejected, named.
+  CHECK(parse_rfc3339("2262-04-11T23:47:15Z"));
+  CHECK_FALSE(parse_rfc3339("2262-04-11T23:47:17Z"));
+  CHECK_FALSE(parse_rfc3339("4050-02-12T12:25:00Z"));
+  CHECK_FALSE(parse_rfc3339("1000-02-12T12:25:00Z"));
+  const std::string file = ASTRAL_FIXTURES_DIR
+      "/astral/fuzz-regressions/facility_events/crash-8653932147c4bb8fee628beb27869ce9a46f8d4a";
+  ParsedEvent e = parse_redfish_event(slurp(file), "cdu-1");
+  REQUIRE(!e.errors.empty());
+  CHECK(e.errors[0] == "cdu-1: event 41 record 0: EventTimestamp \"4050-02-12T12:25:00Z\" is not an RFC 3339 time");
+}

@@ -10,6 +10,12 @@ astral_add_fuzz_target(facility_parsers
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_parsers.cpp
   DEPS astral::facility
   CORPUS ${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus)
+# Event streams and payloads a service sends (SSE, push POST bodies, Authorization headers); the
+# site layout (site.json and Redfish rack chassis). Seeds: DMTF mockup resources and test inputs.
+astral_add_fuzz_target(facility_events SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_events.cpp
+  DEPS astral::facility CORPUS ${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus-events)
+astral_add_fuzz_target(facility_site SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_site.cpp
+  DEPS astral::facility CORPUS ${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus-site)
 # CLI tests of `astral facility` live with the suite.
 if(TARGET test_facility AND TARGET astral)
   add_dependencies(test_facility astral)

@@ -143,3 +143,20 @@ TEST_CASE("facility events carry the site component, the racks and the hosts it 
   other.host = "cdu-9";
   CHECK(alarm_to_event(other, &s)["keys"].empty());
 }
+
+TEST_CASE("Fuzz regressions: Redfish chassis fields of another type are not strings (no type_error escapes)") {
+  // json::value("ChassisType", "") and value("Id", ...) threw nlohmann's type_error when a
+  // service sent a number; the site derivation must skip such a field, not throw out of it.
+  std::map<std::string, std::string> r;
+  r["/redfish/v1/Chassis/Rack41"] = R"({"ChassisType": "Rack", "Links": {"Contains": [
+      {"@odata.id": "/redfish/v1/Chassis/Node1"}, {"@odata.id": "/redfish/v1/Chassis/Node2"}]}})";
+  r["/redfish/v1/Chassis/Node1"] = R"({"ChassisType": 4, "Id": 7})";
+  r["/redfish/v1/Chassis/Node2"] = R"({"ChassisType": "RackMount", "Id": "node2"})";
+  r["/redfish/v1/Chassis/Other"] = R"({"ChassisType": ["Rack"]})";
+  const std::string file =
+      ASTRAL_FIXTURES_DIR "/astral/fuzz-regressions/facility_site/crash-handmade-non-string-chassis-type.json";
+  r["/redfish/v1/Chassis/Rack42"] = test::slurp(file);
+  SiteLayout s = site_from_redfish(r, "bmc");
+  REQUIRE(s.racks.size() == 1);
+  CHECK(s.racks[0].hosts == std::vector<std::string>{"Node1", "node2"});  // Node1's Id is no name
+}

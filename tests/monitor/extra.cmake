@@ -14,3 +14,9 @@ astral_add_fuzz_target(monitor_fabric SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuz
 if(TARGET test_monitor)
   target_include_directories(test_monitor PRIVATE ${PROJECT_SOURCE_DIR}/monitor/src)
 endif()
+# The metric readers: Prometheus text exposition and query_range replies, then the change
+# detection they feed. Seeds: the formats as node_exporter, dcgm-exporter and Prometheus write them.
+astral_add_fuzz_target(monitor_metrics SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_metrics.cpp
+                       DEPS astral::monitor CORPUS ${_monitor_fixtures}/fuzz-metrics)
+astral_add_fuzz_target(monitor_journal SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz_journal.cpp
+                       DEPS astral::monitor CORPUS ${_monitor_fixtures}/fuzz-journal ITERATIONS 200)

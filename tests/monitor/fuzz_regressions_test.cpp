@@ -7,6 +7,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "astral/monitor/bundle.hpp"
+#include "astral/monitor/metrics.hpp"
 #include "astral/monitor/parse.hpp"
 #include "monitor_test_util.hpp"
 #include "prefix.hpp"  // monitor/src: the collector prefixes
@@ -46,4 +48,68 @@ TEST_CASE("Fuzz regressions: every monitor_lines reproducer parses") {
     ++files;
   }
   CHECK(files == 4);
+}
+
+TEST_CASE("Fuzz regressions: RAS collective counts that overflow, and numbers out of range, are not read") {
+  // The outlier check summed a rank's collective counts in int64_t (signed overflow) and read
+  // rank, pid and cuda_dev with json::value<int> (1e30 -> int: an out-of-range cast).
+  const std::filesystem::path file =
+      ASTRAL_FIXTURES_DIR "/astral/fuzz-regressions/monitor_structured/crash-handmade-ras-count-overflow.json";
+  std::ifstream in(file, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ParseOptions o;
+  o.default_host = "node-a";
+  const ParseResult r = parse_buffer(text, FileKind::nccl_ras, o);
+  const auto lagging = kind_of(r, "ras_lagging_rank");
+  REQUIRE(lagging.size() == 1);  // rank 2 (3 collectives against 5); rank 0's total is unknown
+  CHECK(lagging[0]->keys.rank == 2);
+  CHECK(lagging[0]->attr("pid") == "12");
+  CHECK(lagging[0]->attr("cuda_dev") == "0");  // 1e300 is no device
+  const auto dead = kind_of(r, "ras_peer_dead");
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0]->keys.rank == -1);  // 1e30 is no rank
+}
+
+TEST_CASE("Fuzz regressions: metric timestamps and values beyond int64_t are bad samples, not overflows") {
+  // Exposition timestamps (ms) were multiplied into microseconds unchecked; query_range times
+  // went through std::llround of an unbounded double; counter rates subtracted times unchecked;
+  // bit masks were std::llround'ed whatever their size.
+  const std::filesystem::path file =
+      ASTRAL_FIXTURES_DIR "/astral/fuzz-regressions/monitor_metrics/crash-handmade-timestamp-overflow.prom";
+  std::ifstream in(file, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t bad = 0;
+  const auto series = parse_exposition(text, 1764456060LL * 1000000, "node01", &bad);
+  CHECK(bad == 1);  // the first line's 99999999999999999 ms
+  size_t samples = 0;
+  for (const auto& s : series) samples += s.samples.size();
+  CHECK(samples == 5);
+  MetricWindow w;
+  w.onset_us = 1764456060LL * 1000000;
+  (void)metric_changes(series, w, Bundle{}, "fuzz");  // under UBSan: no overflow
+
+  std::vector<MetricSeries> fetched;
+  CHECK(read_query_range_reply(R"({"status": "success", "data": {"resultType": "matrix", "result": [
+      {"metric": {"__name__": "node_infiniband_symbol_error_total"}, "values": [[1e300, "1"]]}]}})",
+                               fetched) == "sample time out of range in the reply");
+  fetched.clear();
+  CHECK(read_query_range_reply(R"({"status": "success", "data": {"resultType": "matrix", "result": [
+      {"metric": {"__name__": "node_infiniband_symbol_error_total"}, "values": [[1764456060.25, "3"]]}]}})",
+                               fetched).empty());
+  REQUIRE(fetched.size() == 1);
+  CHECK(fetched[0].samples.at(0).time_us == 1764456060250000);
+}
+
+TEST_CASE("Fuzz regressions: structured records of the wrong shape are damage, not exceptions") {
+  // json::value() on a number (a rank record that is 5, a host that is 7, a status that is a
+  // string) threw type_error out of parse_buffer; each such record now counts as damaged.
+  const std::filesystem::path file =
+      ASTRAL_FIXTURES_DIR "/astral/fuzz-regressions/monitor_structured/crash-handmade-ras-wrong-types.json";
+  std::ifstream in(file, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ParseOptions o;
+  o.default_host = "node-a";
+  ParseResult r;
+  REQUIRE_NOTHROW(r = parse_buffer(text, FileKind::nccl_ras, o));
+  CHECK(r.stats.damaged >= 2);
 }

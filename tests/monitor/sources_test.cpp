@@ -199,6 +199,32 @@ TEST_CASE("Journal files: sd-journal reads journal-remote's output by _HOSTNAME,
     CHECK(lines < 402);
     CHECK(damaged >= 1);
   }
+  SECTION("a truncated file whose header offsets are damaged is refused, not read outside the file") {
+    // Found by review (with the monitor_journal fuzz target): the repair read the object
+    // at header_size without checking it against the file (header_size near 2^64 wrapped
+    // `at + 16` and read far out of bounds), and `at + size` could wrap the same way.
+    const std::string whole = dir / "remote/remote-node.journal";
+    std::string data = astral::test::slurp(whole);
+    data.resize(data.rfind("Started session 200") + 4);
+    const uint64_t header = uint64_t(uint8_t(data[88])) | uint64_t(uint8_t(data[89])) << 8;
+    // header_size near 2^64 and past the end; the first object's size near 2^64.
+    const std::vector<std::pair<size_t, uint64_t>> damage{
+        {88, ~uint64_t(7)}, {88, uint64_t(1) << 40}, {size_t(header) + 8, ~uint64_t(7)}};
+    for (const auto& [at, value] : damage) {
+      std::string bad = data;
+      for (int i = 0; i < 8; ++i) bad[at + size_t(i)] = char((value >> (8 * i)) & 0xff);
+      std::filesystem::create_directories(dir / "bad");
+      dir.write("bad/remote-node.journal", bad);
+      JournalSourceOptions c;
+      c.dir = dir / "bad";
+      BundleOptions ob;
+      ob.sources.push_back(journal_source(c));
+      Bundle bb = load_bundle("", ob);
+      uint64_t damaged = 0;
+      for (const auto& f : bb.files) damaged += f.damaged;
+      CHECK(damaged >= 1);
+    }
+  }
   SECTION("a folder without journal files is an error naming it") {
     JournalSourceOptions none;
     none.dir = dir.path();
@@ -357,4 +383,9 @@ TEST_CASE("Source time arguments: durations and times") {
   CHECK(parse_time_arg("2025-11-29T22:41:00Z") == parse_rfc3339("2025-11-29T22:41:00Z"));
   CHECK(parse_time_arg("1764456060") == 1764456060000000LL);
   CHECK(!parse_time_arg("yesterday"));
+  // Beyond int64_t microseconds (std::llround's result is unspecified there): not a time.
+  CHECK(!parse_duration_us("1e300s"));
+  CHECK(!parse_duration_us("9300000000000d"));
+  CHECK(!parse_time_arg("1e300"));
+  CHECK(parse_duration_us("100000d") == 100000LL * 86400 * 1000000);
 }

@@ -12,7 +12,7 @@ set_target_properties(softhca PROPERTIES
   LINK_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/lib/softhca.map)
 target_link_libraries(softhca PRIVATE nlohmann_json::nlohmann_json Threads::Threads)
 target_link_options(softhca PRIVATE -Wl,--version-script=${CMAKE_CURRENT_LIST_DIR}/lib/softhca.map
-                                    -Wl,--no-undefined)
+                                    ${ASTRAL_SHARED_NO_UNDEFINED})
 # Unity batches would merge the files' anonymous namespaces; the library is small, build it as is.
 set_target_properties(softhca PROPERTIES UNITY_BUILD OFF)
 

@@ -1,10 +1,13 @@
 // Matching transfers across trace files, and aligning the clocks of their hosts.
 #include "astral/trace/cluster.hpp"
 
+#include "astral/common/checked.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 namespace astral::trace {
@@ -260,11 +263,30 @@ Alignment align_clocks(const std::vector<TraceFile>& files, const Matching& matc
         }
         if (!moved) break;
       }
-      // Anchor the component to the hosts' wall clocks (the median disagreement becomes 0).
+      // Anchor the component to the hosts' wall clocks (the median disagreement becomes 0). A
+      // domain whose offset is beyond kMaxClockNs (a damaged or hostile trace's times) cannot be
+      // placed: it stays on its wall clock, as a domain without matched transfers does. So
+      // to_global (a reading below kMaxClockNs plus an offset within it) never overflows.
       std::vector<int64_t> shift;
-      for (size_t d : members) shift.push_back(a.domains[d].wall_offset_ns - int64_t(std::llround(x[d])));
+      std::vector<std::optional<int64_t>> placed(n);
+      for (size_t d : members) {
+        placed[d] = checked_round<int64_t>(x[d]);
+        const auto s = placed[d] ? checked_sub(a.domains[d].wall_offset_ns, *placed[d]) : std::nullopt;
+        if (s) shift.push_back(*s);
+        else placed[d].reset();
+      }
       const int64_t base = median(shift);
-      for (size_t d : members) a.domains[d].offset_ns = base + int64_t(std::llround(x[d]));
+      for (size_t d : members) {
+        ClockDomain& dom = a.domains[d];
+        const auto offset = placed[d] ? checked_add(base, *placed[d]) : std::nullopt;
+        if (offset && *offset > -int64_t(kMaxClockNs) && *offset < int64_t(kMaxClockNs)) {
+          dom.offset_ns = *offset;
+        } else {
+          dom.offset_ns = dom.wall_offset_ns;
+          dom.uncertainty_ns = kInf;
+          dom.method = "wall clock";
+        }
+      }
     }
   }
   for (const auto& t : matching.transfers) {

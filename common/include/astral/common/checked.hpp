@@ -4,6 +4,7 @@
 // fits, so a hostile or damaged input can never reach undefined behaviour (a signed overflow, an
 // out-of-range float-to-integer cast). Each returns std::nullopt when the result does not fit;
 // the caller names the input and field in its error, or skips the value.
+#include <cmath>
 #include <concepts>
 #include <limits>
 #include <optional>
@@ -38,6 +39,14 @@ constexpr std::optional<To> checked_whole(From value) noexcept {
   auto v = checked_cast<To>(value);
   if (!v || static_cast<From>(*v) != value) return std::nullopt;
   return v;
+}
+
+// The nearest integer to a floating-point value (halves away from zero, as std::llround) as To, or
+// nullopt when it does not fit. std::llround's result is unspecified out of range, and the
+// garbage it returns then overflows whatever arithmetic follows.
+template <std::integral To, std::floating_point From>
+std::optional<To> checked_round(From value) noexcept {
+  return checked_cast<To>(std::round(value));
 }
 
 template <std::integral T>

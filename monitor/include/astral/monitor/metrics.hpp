@@ -61,6 +61,10 @@ struct MetricFetch {
 // The URL with any user:password@ replaced by ***@, for messages.
 std::string redacted_url(const std::string& url);
 
+// Fills `out` from the body of a /api/v1/query_range reply (resultType matrix); returns "" or one
+// line saying what is wrong with it. NaN and infinite samples are skipped.
+std::string read_query_range_reply(const std::string& body, std::vector<MetricSeries>& out);
+
 // Range queries over the window for every rule; stops at the first failing request.
 MetricFetch fetch_prometheus(const PrometheusOptions&, const MetricWindow&);
 
