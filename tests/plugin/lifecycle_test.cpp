@@ -91,7 +91,7 @@ TEST_CASE("calls before init fail cleanly", "[plugin][lifecycle]") {
   CHECK(plugin.net().getProperties(0, &props) == ncclInternalError);
 }
 
-TEST_CASE("no usable interface: zero devices, so NCCL moves on", "[plugin][lifecycle]") {
+TEST_CASE("no usable interface: zero devices, so NCCL moves on", "[tcp-only][plugin][lifecycle]") {
   ScopedEnv ifname("ASTRAL_SOCKET_IFNAME", "=no-such-interface0");
   LoadedPlugin plugin;
   void* ctx = plugin.init();

@@ -169,7 +169,7 @@ TEST_CASE("the receiving peer killed mid-message: the send fails, no hang", "[pl
 }
 
 TEST_CASE("a peer silent mid-message past ASTRAL_TCP_TIMEOUT_MS fails the receive",
-          "[plugin][process]") {
+          "[tcp-only][plugin][process]") {
   ScopedEnv timeout("ASTRAL_TCP_TIMEOUT_MS", "700");
   PluginContext p;
   Child peer({ASTRAL_PLUGIN_PEER, "send", "--hold", "64M"}, kPeerEnv);

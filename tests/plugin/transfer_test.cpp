@@ -309,7 +309,7 @@ TEST_CASE("memory registration, flush and hints", "[plugin][transfer]") {
 }
 
 TEST_CASE("a send larger than the posted receive fails the connection, it does not crash",
-          "[plugin][transfer]") {
+          "[tcp-only][plugin][transfer]") {
   PluginContext p;
   CommPair pair = connect_pair(p.net, p.ctx);
   std::vector<uint8_t> out(4096), in(1024);
