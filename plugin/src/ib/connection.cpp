@@ -227,7 +227,7 @@ ncclResult_t Connection::fail_completion(const ibv_wc& wc) {
               fmt::format("completion error {} ({})", v.status_name(wc.status), int(wc.status)));
 }
 
-ncclResult_t Connection::check_health(bool idle) {
+ncclResult_t Connection::check_health() {
   if (failure_ != ncclSuccess) return failure_;
   Hca& hca = queues_->hca();
   if (int event = queues_->fatal().event.load(std::memory_order_relaxed); event >= 0) {
@@ -238,20 +238,25 @@ ncclResult_t Connection::check_health(bool idle) {
     std::string reason = hca.fatal_reason();
     return fail(ncclSystemError, false, reason.empty() ? "the port went down" : reason);
   }
-  if (!idle) return ncclSuccess;
+  return ncclSuccess;
+}
+
+bool Connection::peer_closed(std::string* why) {
   // RC reports nothing to a receiver whose peer died: the out-of-band socket closes then.
   int64_t now = oob::monotonic_ns();
-  if (now < next_liveness_check_ns_) return ncclSuccess;
+  if (now < next_liveness_check_ns_) return false;
   next_liveness_check_ns_ = now + 10'000'000;
   char byte;
   ssize_t n = ::recv(socket_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0) {
-    return fail(ncclRemoteError, true, "the peer closed the connection (the out-of-band socket; process gone?)");
+    *why = "the peer closed the connection (the out-of-band socket; process gone?)";
+    return true;
   }
   if (n < 0 && !oob::would_block(errno)) {
-    return fail(ncclRemoteError, true, fmt::format("out-of-band connection: {}", std::strerror(errno)));
+    *why = fmt::format("out-of-band connection: {}", std::strerror(errno));
+    return true;
   }
-  return ncclSuccess;
+  return false;
 }
 
 }  // namespace astral::plugin::ib

@@ -90,8 +90,12 @@ class Connection {
   ncclResult_t fail(ncclResult_t result, bool peer_lost, const std::string& what);
   // A completion with an error status, as NCCL words it (the monitor parses this shape).
   ncclResult_t fail_completion(const ibv_wc& wc);
-  // Async events and the liveness socket; a non-success result fails the connection.
-  ncclResult_t check_health(bool idle);
+  // Async events of this connection's QPs, CQ, port and device; an error fails the connection.
+  ncclResult_t check_health();
+  // Whether the peer closed the out-of-band socket (it died or closed its comm); checked at most
+  // every 10 ms. The caller drains its CQ once more before failing: completions that arrived
+  // before the close must still count.
+  bool peer_closed(std::string* why);
 
  private:
   std::mutex mutex_;

@@ -143,12 +143,13 @@ ncclResult_t IbRecvComm::on_immediate(const ibv_wc& wc) {
 }
 
 ncclResult_t IbRecvComm::progress() {
-  if (ncclResult_t res = conn_->check_health(false); res != ncclSuccess) return res;
+  if (ncclResult_t res = conn_->check_health(); res != ncclSuccess) return res;
   ibv_wc wcs[16];
   for (;;) {
     int n = ibv_poll_cq(conn_->queues().cq(), 16, wcs);
     if (n < 0) return conn_->fail(ncclSystemError, false, "ibv_poll_cq failed");
     for (int i = 0; i < n; ++i) {
+      if (getenv("IBDBG")) fprintf(stderr, "recv wc status %d opcode %d imm %x\n", wcs[i].status, wcs[i].opcode, ntohl(wcs[i].imm_data));
       if (wcs[i].status != IBV_WC_SUCCESS) return conn_->fail_completion(wcs[i]);
       if (wcs[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         if (ncclResult_t res = on_immediate(wcs[i]); res != ncclSuccess) return res;
@@ -163,7 +164,12 @@ ncclResult_t IbRecvComm::test(IbRecvRequest* r, int* done, int* sizes) {
   *done = 0;
   if (r->slots_left > 0) {
     if (ncclResult_t res = progress(); res != ncclSuccess) return res;
-    if (r->slots_left > 0) return conn_->check_health(true);
+    if (r->slots_left > 0) {
+      std::string why;
+      if (!conn_->peer_closed(&why)) return ncclSuccess;
+      if (ncclResult_t res = progress(); res != ncclSuccess) return res;
+      if (r->slots_left > 0) return conn_->fail(ncclRemoteError, true, why);
+    }
   }
   *done = 1;
   if (sizes) {

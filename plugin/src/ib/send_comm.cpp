@@ -167,7 +167,7 @@ ncclResult_t IbSendComm::post(IbSendRequest* r, int slot) {
 }
 
 ncclResult_t IbSendComm::progress() {
-  if (ncclResult_t res = conn_->check_health(false); res != ncclSuccess) return res;
+  if (ncclResult_t res = conn_->check_health(); res != ncclSuccess) return res;
   if (ncclResult_t res = match_waiting(); res != ncclSuccess) return res;
   ibv_wc wcs[16];
   for (;;) {
@@ -193,7 +193,12 @@ ncclResult_t IbSendComm::test(IbSendRequest* r, int* done, int* sizes) {
   *done = 0;
   if (!r->posted || r->parts_left > 0) {
     if (ncclResult_t res = progress(); res != ncclSuccess) return res;
-    if (!r->posted || r->parts_left > 0) return conn_->check_health(true);
+    if (!r->posted || r->parts_left > 0) {
+      std::string why;
+      if (!conn_->peer_closed(&why)) return ncclSuccess;
+      if (ncclResult_t res = progress(); res != ncclSuccess) return res;
+      if (!r->posted || r->parts_left > 0) return conn_->fail(ncclRemoteError, true, why);
+    }
   }
   *done = 1;
   if (sizes) sizes[0] = static_cast<int>(r->size);
