@@ -70,9 +70,10 @@ void parse_ib_config(const EnvLookup& env, IbConfig& ib, std::vector<std::string
       ib.paths = paths;
     } else {
       warnings->push_back(
-          fmt::format("ASTRAL_IB_PATHS='{}' is not spread, pinned or off; using off", paths));
+          fmt::format("ASTRAL_IB_PATHS='{}' is not spread, pinned or off; using spread", paths));
     }
   }
+  if (const char* fabric = env("ASTRAL_FABRIC")) ib.fabric = fabric;
 }
 
 }  // namespace

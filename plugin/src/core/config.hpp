@@ -22,7 +22,8 @@ struct IbConfig {
   int retry_count = 7;          // ASTRAL_IB_RETRY_CNT (NCCL_IB_RETRY_CNT)
   int qps = 1;                  // ASTRAL_IB_QPS (NCCL_IB_QPS_PER_CONNECTION)
   bool split_data = false;      // ASTRAL_IB_SPLIT_DATA_ON_QPS (NCCL_IB_SPLIT_DATA_ON_QPS)
-  std::string paths = "off";    // ASTRAL_IB_PATHS: spread | pinned | off
+  std::string paths;            // ASTRAL_IB_PATHS: spread | pinned | off; "" = spread
+  std::string fabric;           // ASTRAL_FABRIC: fabric JSON for pinned paths; "" = none
 };
 
 struct Config {

@@ -8,31 +8,6 @@
 namespace astral::plugin::ib {
 namespace {
 
-void fill_plan(const ConnectionPlan& plan, QpMeta* meta) {
-  meta->sl = plan.sl;
-  meta->tc = plan.tc;
-  meta->split = plan.split;
-  for (int q = 0; q < plan.qps; ++q) {
-    meta->flow_label[q] = plan.flow_label[size_t(q)];
-    meta->path_bits[q] = plan.path_bits[size_t(q)];
-  }
-}
-
-// The receiver takes the sender's plan as it is: both ends then program the same paths.
-ConnectionPlan plan_from(const QpMeta& meta) {
-  ConnectionPlan plan;
-  plan.qps = meta.qps;
-  plan.split = meta.split != 0;
-  plan.sl = meta.sl;
-  plan.tc = meta.tc;
-  for (int q = 0; q < meta.qps; ++q) {
-    plan.flow_label[size_t(q)] = meta.flow_label[q];
-    plan.path_bits[size_t(q)] = meta.path_bits[q];
-  }
-  plan.policy = "peer's";
-  return plan;
-}
-
 // A remotely writable area registered on `hca`; null with `why`.
 template <typename Area>
 std::unique_ptr<Area> make_area(Hca& hca, MrEntry** mr, std::string* why) {
@@ -45,9 +20,8 @@ std::unique_ptr<Area> make_area(Hca& hca, MrEntry** mr, std::string* why) {
 }  // namespace
 
 IbConnector::IbConnector(EndpointSetup setup, const oob::ListenHandle& handle,
-                         const sockaddr_storage& oob_address, const ConnectionPlan& plan)
+                         const sockaddr_storage& oob_address)
     : setup_(std::move(setup)),
-      plan_(plan),
       handshake_(handle, oob_address, 1, oob::TransportKind::kIb, setup_.port.rail,
                  setup_.timeout_ms),
       deadline_ns_(oob::monotonic_ns() + int64_t(setup_.timeout_ms) * 1000000) {}
@@ -60,13 +34,13 @@ ncclResult_t IbConnector::fail(const std::string& why) {
 
 bool IbConnector::start_queues(std::string* why) {
   queues_ = std::make_unique<Queues>(setup_.port.hca, setup_.port);
-  if (!queues_->create(plan_.qps, why)) return false;
+  if (!queues_->create(setup_.plan.qps, why)) return false;
   fifo_ = make_area<CtsArea>(*setup_.port.hca, &fifo_mr_, why);
   if (!fifo_) return false;
-  queues_->describe(&local_);
+  queues_->describe(&local_, setup_.plan.host);
   local_.addr = reinterpret_cast<uint64_t>(fifo_.get());
   local_.rkey = fifo_mr_->mr->rkey;
-  fill_plan(plan_, &local_);
+  local_.split = setup_.plan.split;
   return true;
 }
 
@@ -95,12 +69,15 @@ ncclResult_t IbConnector::poll(std::unique_ptr<SendComm>* send_comm) {
     if (status < 0) return fail(why);
     if (status == 0) return ncclSuccess;
     if (!check_meta(peer_, setup_.port.ethernet, &why)) return fail("peer's QP metadata: " + why);
+    if (peer_.qps != local_.qps) return fail(fmt::format("peer has {} QPs", peer_.qps));
+    PlanInputs inputs = setup_.plan;
+    inputs.connection_id = established_.connection_id;
+    if (!plan_connection(inputs, setup_.port, peer_, &plan_, &theirs_, &why)) return fail(why);
     if (!queues_->connect(peer_, plan_, setup_.config, &why)) return fail(why);
-    ready_ = Ready{kReadyMagic, uint32_t(plan_.qps)};
-    stage_ = Stage::kSendReady;
+    stage_ = Stage::kSendPlan;
     moved_ = 0;
   }
-  int status = oob::send_some(fd, &ready_, sizeof ready_, &moved_, &why);
+  int status = oob::send_some(fd, &theirs_, sizeof theirs_, &moved_, &why);
   if (status < 0) return fail(why);
   if (status == 0) return ncclSuccess;
   auto conn = std::make_unique<Connection>(setup_.ctx, std::move(queues_),
@@ -114,9 +91,9 @@ ncclResult_t IbConnector::poll(std::unique_ptr<SendComm>* send_comm) {
 
 struct IbListenComm::Pending {
   oob::Established established;
-  enum class Stage { kRecvMeta, kSendMeta, kRecvReady } stage = Stage::kRecvMeta;
+  enum class Stage { kRecvMeta, kSendMeta, kRecvPlan } stage = Stage::kRecvMeta;
   QpMeta peer{}, local{};
-  Ready ready{};
+  PlanMessage plan_message{};
   size_t moved = 0;
   int64_t deadline_ns = 0;
   ConnectionPlan plan;
@@ -141,18 +118,16 @@ IbListenComm::~IbListenComm() = default;
 
 bool IbListenComm::start_queues(Pending& p, std::string* why) {
   p.hca = setup_.port.hca;
-  p.plan = plan_from(p.peer);
   p.queues = std::make_unique<Queues>(setup_.port.hca, setup_.port);
-  if (!p.queues->create(p.plan.qps, why)) return false;
+  if (!p.queues->create(p.peer.qps, why)) return false;
   p.cts = make_area<CtsArea>(*p.hca, &p.cts_mr, why);
   if (!p.cts) return false;
   p.records = make_area<RecordArea>(*p.hca, &p.records_mr, why);
   if (!p.records) return false;
-  if (!p.queues->connect(p.peer, p.plan, setup_.config, why)) return false;
-  p.queues->describe(&p.local);
+  p.queues->describe(&p.local, setup_.plan.host);
   p.local.addr = reinterpret_cast<uint64_t>(p.records.get());
   p.local.rkey = p.records_mr->mr->rkey;
-  fill_plan(p.plan, &p.local);
+  p.local.split = p.peer.split;
   return true;
 }
 
@@ -178,13 +153,15 @@ bool IbListenComm::step(Pending& p, std::unique_ptr<RecvComm>* recv_comm) {
     int status = oob::send_some(fd, &p.local, sizeof p.local, &p.moved, &why);
     if (status < 0) return drop(why);
     if (status == 0) return false;
-    p.stage = Pending::Stage::kRecvReady;
+    p.stage = Pending::Stage::kRecvPlan;
     p.moved = 0;
   }
-  int status = oob::recv_some(fd, &p.ready, sizeof p.ready, &p.moved, &why);
+  int status = oob::recv_some(fd, &p.plan_message, sizeof p.plan_message, &p.moved, &why);
   if (status < 0) return drop(why);
   if (status == 0) return false;
-  if (!check_ready(p.ready, p.plan.qps, &why)) return drop(why);
+  if (!check_plan(p.plan_message, p.peer.qps, &why)) return drop("path plan: " + why);
+  p.plan = plan_from_message(p.plan_message, p.peer.split != 0, setup_.port);
+  if (!p.queues->connect(p.peer, p.plan, setup_.config, &why)) return drop(why);
   auto conn = std::make_unique<Connection>(setup_.ctx, std::move(p.queues),
                                            std::move(p.established.sockets[0]), false,
                                            setup_.device, p.established.connection_id,

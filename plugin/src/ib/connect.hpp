@@ -1,12 +1,12 @@
 #pragma once
 // Connection setup for the ib transport, polled by NCCL and never blocking:
 //  1. the shared out-of-band handshake (oob/handshake.hpp: secret, magic, version, transport);
-//  2. the connecting (sending) side creates its QPs (INIT) and FIFO and sends its QpMeta, which
-//     carries the path plan it chose;
-//  3. the accepting side checks it, creates its QPs, brings them to RTS with that plan, preposts
-//     its receives and answers with its own QpMeta;
-//  4. the sender brings its QPs to RTS and sends Ready: only then may the receiver write CTS
-//     entries, which need the sender's QPs past RTR.
+//  2. the connecting (sending) side creates its QPs (INIT) and FIFO and sends its QpMeta;
+//  3. the accepting side checks it, creates its QPs (INIT) and answers with its own QpMeta;
+//  4. the sender, now knowing both ends, plans both directions (planning.hpp), brings its QPs to
+//     RTS with its half and sends the other half (PlanMessage);
+//  5. the receiver brings its QPs to RTS with it and preposts its receives. CTS writes start only
+//     after that, when the sender's QPs are past RTR.
 // The socket then stays open as the connection's liveness channel.
 #include <memory>
 #include <string>
@@ -14,6 +14,7 @@
 
 #include "core/transport.hpp"
 #include "ib/comms.hpp"
+#include "ib/planning.hpp"
 #include "oob/handshake.hpp"
 
 namespace astral::plugin::ib {
@@ -25,12 +26,13 @@ struct EndpointSetup {
   int device = -1;
   IbConfig config;
   int timeout_ms = 30000;
+  PlanInputs plan;  // the connecting side's; connection_id is filled after the handshake
 };
 
 class IbConnector {
  public:
   IbConnector(EndpointSetup setup, const oob::ListenHandle& handle,
-              const sockaddr_storage& oob_address, const ConnectionPlan& plan);
+              const sockaddr_storage& oob_address);
   // ncclSuccess with *send_comm null while in progress.
   ncclResult_t poll(std::unique_ptr<SendComm>* send_comm);
 
@@ -38,7 +40,7 @@ class IbConnector {
   ncclResult_t fail(const std::string& why);
   bool start_queues(std::string* why);
 
-  enum class Stage { kHandshake, kSendMeta, kRecvMeta, kSendReady };
+  enum class Stage { kHandshake, kSendMeta, kRecvMeta, kSendPlan };
   EndpointSetup setup_;
   ConnectionPlan plan_;
   oob::HandshakeConnector handshake_;
@@ -48,7 +50,7 @@ class IbConnector {
   std::unique_ptr<CtsArea> fifo_;
   MrEntry* fifo_mr_ = nullptr;
   QpMeta local_{}, peer_{};
-  Ready ready_{};
+  PlanMessage theirs_{};
   size_t moved_ = 0;
   int64_t deadline_ns_ = 0;
 };

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fmt/format.h>
 
@@ -28,23 +29,6 @@ std::string nccl_address(const sockaddr_storage& a) {
     port = ntohs(in6.sin6_port);
   }
   return fmt::format("{}<{}>", text, port);
-}
-
-std::string describe_plan(const ConnectionPlan& plan, const IbPort& port) {
-  std::string text = fmt::format("policy {} sl {} tc {} plane {} qps {}{}", plan.policy, plan.sl,
-                                 plan.tc, port.plane, plan.qps, plan.split ? " split" : "");
-  for (int q = 0; q < plan.qps; ++q) {
-    auto fl = plan.flow_label[size_t(q)];
-    if (port.ethernet) {
-      // The UDP source port mlx5 derives from a non-zero flow label; 0 leaves it to the QPN hash.
-      uint32_t sport = 0xC000 | ((fl & 0x3FFF) ^ ((fl >> 14) & 0x3F));
-      text += fl ? fmt::format(" qp{}:flow_label={:#x},udp_sport={}", q, fl, sport)
-                 : fmt::format(" qp{}:flow_label=0,udp_sport=qpn_hash", q);
-    } else {
-      text += fmt::format(" qp{}:path_bits={}", q, plan.path_bits[size_t(q)]);
-    }
-  }
-  return text;
 }
 
 }  // namespace
@@ -144,7 +128,7 @@ bool Queues::connect(const QpMeta& peer, const ConnectionPlan& plan, const IbCon
   return true;
 }
 
-void Queues::describe(QpMeta* meta) const {
+void Queues::describe(QpMeta* meta, const std::string& host) const {
   meta->magic = kMetaMagic;
   meta->version = kMetaVersion;
   meta->qps = uint16_t(qps_.size());
@@ -158,6 +142,7 @@ void Queues::describe(QpMeta* meta) const {
   meta->gid_index = uint8_t(port_.gid_index);
   meta->rail = int16_t(port_.rail);
   meta->plane = int16_t(port_.plane);
+  std::snprintf(meta->host, sizeof meta->host, "%s", host.c_str());
 }
 
 int Queues::qp_index(uint32_t qpn) const {
@@ -179,7 +164,7 @@ Connection::Connection(std::shared_ptr<NetContext> ctx, std::unique_ptr<Queues> 
       local_address_(nccl_address(oob::local_address(socket_.get()))),
       remote_address_(nccl_address(oob::peer_address(socket_.get()))),
       remote_gid_(remote_gid),
-      path_text_(describe_plan(plan, queues_->port())) {
+      path_text_(plan.text) {
   oob::configure_stream(socket_.get(), timeout_ms, -1);
   info_.comm_id = ctx_->comm_id;
   info_.connection_id = connection_id;
@@ -191,7 +176,7 @@ Connection::Connection(std::shared_ptr<NetContext> ctx, std::unique_ptr<Queues> 
   info_.local_address = local_address_;
   info_.remote_address = remote_address_;
   info_.streams = queues_->qp_count();
-  info_.path = path_text_;
+  info_.path = plan_.json;
   const net::NetAttr hints = ctx_->attr();
   info_.hint_max_flows = sender ? hints.send_max_flows : hints.recv_max_flows;
   ASTRAL_INFO("NET/IB : {} connection {} {} {} on {}: {}", sender ? "send" : "receive",

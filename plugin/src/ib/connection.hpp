@@ -18,15 +18,17 @@
 
 namespace astral::plugin::ib {
 
-// The path of one connection, agreed by both ends (the connecting side decides and sends it).
+// The path of one direction of a connection, as this end programs its QPs: decided by the
+// connecting side (planning.cpp) for both directions, so that both ends agree.
 struct ConnectionPlan {
   int qps = 1;
   bool split = false;
   uint8_t sl = 0;
   uint8_t tc = 0;
   std::array<uint32_t, kMaxQps> flow_label{};
-  std::array<uint8_t, kMaxQps> path_bits{};
-  std::string policy = "off";
+  std::array<uint8_t, kMaxQps> path_bits{};  // IB path index: DLID = peer's base LID + this
+  std::string text;  // the plan as logged at INFO
+  std::string json;  // the plan as the trace's connection event records it
 };
 
 // Limits of one connection's queues: every request NCCL may have in flight, each of up to two
@@ -47,8 +49,8 @@ class Queues {
   // INIT -> RTR -> RTS toward the peer described by `peer`, with the agreed plan.
   bool connect(const QpMeta& peer, const ConnectionPlan& plan, const IbConfig& config,
                std::string* why);
-  // Fills the local part of the metadata (qpns, addressing).
-  void describe(QpMeta* meta) const;
+  // Fills the local part of the metadata (qpns, addressing, host name).
+  void describe(QpMeta* meta, const std::string& host) const;
 
   Hca& hca() const { return *hca_; }
   const IbPort& port() const { return port_; }

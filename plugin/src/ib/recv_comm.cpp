@@ -149,7 +149,6 @@ ncclResult_t IbRecvComm::progress() {
     int n = ibv_poll_cq(conn_->queues().cq(), 16, wcs);
     if (n < 0) return conn_->fail(ncclSystemError, false, "ibv_poll_cq failed");
     for (int i = 0; i < n; ++i) {
-      if (getenv("IBDBG")) fprintf(stderr, "recv wc status %d opcode %d imm %x\n", wcs[i].status, wcs[i].opcode, ntohl(wcs[i].imm_data));
       if (wcs[i].status != IBV_WC_SUCCESS) return conn_->fail_completion(wcs[i]);
       if (wcs[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         if (ncclResult_t res = on_immediate(wcs[i]); res != ncclSuccess) return res;

@@ -18,8 +18,14 @@ namespace {
 class IbTransport final : public Transport {
  public:
   IbTransport(const Config& config, std::vector<IbPort> ports, const NetInterface& oob)
-      : config_(config), ports_(std::move(ports)), oob_(oob) {
+      : config_(config), ports_(std::move(ports)), oob_(oob), host_(local_host_name()) {
     for (auto& p : ports_) p.hca->start_events();
+    std::string why;
+    policy_ = parse_path_policy(config_.ib.paths.c_str(), &why).value_or(kDefaultPathPolicy);
+    if (!config_.ib.fabric.empty() && !ports_.empty()) {
+      fabric_ = FabricModel::load(config_.ib.fabric, &why);
+      if (!fabric_) ASTRAL_WARN("NET/IB : ASTRAL_FABRIC={}: {}; paths are planned without it", config_.ib.fabric, why);
+    }
   }
   // The last finalize: no async-event thread of ours survives it (NCCL may dlclose next).
   ~IbTransport() override {
@@ -95,7 +101,8 @@ class IbTransport final : public Transport {
       ASTRAL_WARN("NET/IB : cannot listen on {} ({})", oob_.name, why);
       return ncclSystemError;
     }
-    *listen_comm = std::make_unique<IbListenComm>(setup(ctx, dev), std::move(fd), secret);
+    *listen_comm = std::make_unique<IbListenComm>(setup(ctx, dev, ctx->traffic_class), std::move(fd),
+                                                  secret);
     return ncclSuccess;
   }
 
@@ -111,37 +118,44 @@ class IbTransport final : public Transport {
   }
 
  private:
-  EndpointSetup setup(const std::shared_ptr<NetContext>& ctx, int dev) const {
-    return EndpointSetup{ctx, ports_.at(size_t(dev)), dev, config_.ib, config_.timeout_ms};
+  EndpointSetup setup(const std::shared_ptr<NetContext>& ctx, int dev, int traffic_class) const {
+    EndpointSetup s{ctx, ports_.at(size_t(dev)), dev, config_.ib, config_.timeout_ms, {}};
+    s.plan = plan_inputs(*ctx, traffic_class);
+    return s;
   }
   static std::shared_ptr<Hca> hca_of(Comm& comm) {
     Connection& c = comm.kind() == Comm::Kind::kSend ? static_cast<IbSendComm&>(comm).connection()
                                                      : static_cast<IbRecvComm&>(comm).connection();
     return c.queues().hca().shared_from_this();
   }
-  ConnectionPlan make_plan(const NetContext& ctx, int traffic_class) const;
+  PlanInputs plan_inputs(const NetContext& ctx, int traffic_class) const;
 
   Config config_;
   std::vector<IbPort> ports_;
   NetInterface oob_;
+  std::string host_;
+  PathPolicy policy_ = kDefaultPathPolicy;
+  std::shared_ptr<const FabricModel> fabric_;
   std::mutex mutex_;
   std::map<IbConnector*, std::unique_ptr<IbConnector>> connecting_;
 };
 
-// The path of a new connection, decided here on the connecting side and sent to the peer.
-ConnectionPlan IbTransport::make_plan(const NetContext& ctx, int traffic_class) const {
-  ConnectionPlan plan;
-  plan.qps = config_.ib.qps;
-  // setNetAttr's flow hint (e.g. all-to-all asking for more flows) overrides the QP count.
-  if (int flows = ctx.attr().send_max_flows; flows > 0) plan.qps = std::min(flows, kMaxQps);
-  plan.split = config_.ib.split_data;
-  plan.sl = uint8_t(config_.ib.service_level);
-  int tc = config_.ib.traffic_class >= 0 ? config_.ib.traffic_class
-           : traffic_class >= 0         ? traffic_class
-                                        : 0;
-  plan.tc = uint8_t(tc);
-  plan.policy = "off";  // flow label 0 and base LID on every QP: NCCL's behaviour
-  return plan;
+// What a new connection is planned from, on the connecting side (the plan itself is made once
+// the peer's metadata is in: planning.hpp).
+PlanInputs IbTransport::plan_inputs(const NetContext& ctx, int traffic_class) const {
+  PlanInputs in;
+  in.policy = policy_;
+  in.fabric = fabric_;
+  in.host = host_;
+  in.qps = config_.ib.qps;
+  // setNetAttr's flow hint (all-to-all asking for more flows) overrides the QP count.
+  if (int flows = ctx.attr().send_max_flows; flows > 0) in.qps = std::min(flows, kMaxQps);
+  in.split = config_.ib.split_data;
+  in.sl = config_.ib.service_level;
+  in.tc = config_.ib.traffic_class >= 0 ? config_.ib.traffic_class
+          : traffic_class >= 0         ? traffic_class
+                                       : 0;
+  return in;
 }
 
 ncclResult_t IbTransport::connect(const std::shared_ptr<NetContext>& ctx, int dev, void* handle,
@@ -158,8 +172,7 @@ ncclResult_t IbTransport::connect(const std::shared_ptr<NetContext>& ctx, int de
     std::lock_guard lock(mutex_);
     if (h.connect_stage == 0) {
       int tc = traffic_class >= 0 ? traffic_class : ctx->traffic_class;
-      auto owned = std::make_unique<IbConnector>(setup(ctx, dev), h, oob_.address,
-                                                 make_plan(*ctx, tc));
+      auto owned = std::make_unique<IbConnector>(setup(ctx, dev, tc), h, oob_.address);
       connector = owned.get();
       connecting_[connector] = std::move(owned);
       h.connect_stage = reinterpret_cast<uint64_t>(connector);

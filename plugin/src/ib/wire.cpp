@@ -1,5 +1,6 @@
 #include "ib/wire.hpp"
 
+#include <cstring>
 #include <fmt/format.h>
 
 namespace astral::plugin::ib {
@@ -18,24 +19,16 @@ bool check_meta(const QpMeta& meta, bool local_ethernet, std::string* why) {
                        local_ethernet ? "Ethernet" : "InfiniBand");
   } else if (!meta.ethernet && meta.lid == 0) {
     *why = "an InfiniBand peer with LID 0";
-  } else if (meta.sl > 15) {
-    *why = fmt::format("service level {} is not in [0, 15]", meta.sl);
   } else if (meta.lmc > 7) {
     *why = fmt::format("lmc {} is not in [0, 7]", meta.lmc);
   } else if (meta.split > 1) {
     *why = fmt::format("split flag {}", meta.split);
+  } else if (std::memchr(meta.host, 0, sizeof meta.host) == nullptr) {
+    *why = "host name is not NUL-terminated within 32 bytes";
   } else {
     for (int q = 0; q < meta.qps; ++q) {
       if (meta.qpn[q] == 0 || meta.qpn[q] > 0xffffff) {
         *why = fmt::format("qpn[{}] = {:#x} is not a 24-bit QP number", q, meta.qpn[q]);
-        return false;
-      }
-      if (meta.flow_label[q] > 0xfffff) {
-        *why = fmt::format("flow_label[{}] = {:#x} exceeds 20 bits", q, meta.flow_label[q]);
-        return false;
-      }
-      if (meta.path_bits[q] > 127) {
-        *why = fmt::format("path_bits[{}] = {} exceeds an LMC of 7", q, meta.path_bits[q]);
         return false;
       }
     }
@@ -44,16 +37,29 @@ bool check_meta(const QpMeta& meta, bool local_ethernet, std::string* why) {
   return false;
 }
 
-bool check_ready(const Ready& ready, int qps, std::string* why) {
-  if (ready.magic != kReadyMagic) {
-    *why = fmt::format("not an Astral ready message (magic {:#010x})", ready.magic);
-    return false;
+bool check_plan(const PlanMessage& plan, int qps, std::string* why) {
+  if (plan.magic != kPlanMagic) {
+    *why = fmt::format("not an Astral path plan (magic {:#010x})", plan.magic);
+  } else if (plan.qps != qps) {
+    *why = fmt::format("a plan for {} QPs, {} were set up", plan.qps, qps);
+  } else if (plan.sl > 15) {
+    *why = fmt::format("service level {} is not in [0, 15]", plan.sl);
+  } else if (plan.policy > 2) {
+    *why = fmt::format("policy {} is not spread, pinned or off", plan.policy);
+  } else {
+    for (int q = 0; q < qps; ++q) {
+      if (plan.flow_label[q] > 0xfffff) {
+        *why = fmt::format("flow_label[{}] = {:#x} exceeds 20 bits", q, plan.flow_label[q]);
+        return false;
+      }
+      if (plan.path_index[q] > 127) {
+        *why = fmt::format("path_index[{}] = {} exceeds an LMC of 7", q, plan.path_index[q]);
+        return false;
+      }
+    }
+    return true;
   }
-  if (static_cast<int>(ready.qps) != qps) {
-    *why = fmt::format("ready for {} QPs, {} were set up", ready.qps, qps);
-    return false;
-  }
-  return true;
+  return false;
 }
 
 }  // namespace astral::plugin::ib

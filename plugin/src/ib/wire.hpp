@@ -14,15 +14,15 @@ namespace astral::plugin::ib {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire structs are little-endian");
 
 inline constexpr uint32_t kMetaMagic = 0x51545341;   // "ASTQ"
-inline constexpr uint32_t kReadyMagic = 0x52545341;  // "ASTR"
+inline constexpr uint32_t kPlanMagic = 0x50545341;  // "ASTP"
 inline constexpr uint16_t kMetaVersion = 1;
 inline constexpr int kMaxQps = 16;
 // CTS entries in flight per connection: NCCL's 32 requests per comm, twice, so that a receiver
 // never waits for FIFO space while NCCL still has requests to post.
 inline constexpr int kFifoDepth = 64;
 
-// One side's description of its end of the connection. The connecting (sending) side also
-// carries the path plan, so that both ends program the same per-QP path.
+// One side's description of its end of the connection, sent first by the connecting side, then
+// by the accepting side.
 struct QpMeta {
   uint32_t magic;
   uint16_t version;
@@ -32,27 +32,32 @@ struct QpMeta {
   uint16_t lid;
   uint8_t lmc;
   uint8_t port;
-  uint8_t mtu;         // enum ibv_mtu
-  uint8_t ethernet;    // 1: RoCE
-  uint8_t sl;          // service level (IB) / PCP source (RoCE)
-  uint8_t tc;          // GRH traffic class (DSCP << 2)
+  uint8_t mtu;        // enum ibv_mtu
+  uint8_t ethernet;   // 1: RoCE
   uint8_t gid_index;
-  uint8_t split;       // 1: large messages are split over the QPs
+  uint8_t split;      // 1: large messages are split over the QPs
   int16_t rail;
   int16_t plane;
-  uint16_t reserved;
-  uint32_t rkey;       // sender: its FIFO; receiver: its size records
-  uint32_t reserved2;
+  uint32_t rkey;      // connecting side: its FIFO; accepting side: its size records
   uint64_t addr;
-  uint32_t flow_label[kMaxQps];  // per QP, RoCE GRH flow label (20 bits), 0 = NCCL's behaviour
-  uint8_t path_bits[kMaxQps];    // per QP, IB DLID offset within the destination's LMC
+  char host[32];      // host name, NUL-terminated (the fabric model's name for it)
 };
-static_assert(sizeof(QpMeta) == 200);
+static_assert(sizeof(QpMeta) == 144);
 
-struct Ready {
+// The connecting side's last message: the path plan of the accepting side's direction (it planned
+// both once it knew both ends), so that both ends agree; the accepting side's QPs go to RTR with
+// it. Its arrival also says the connecting side's QPs are past RTR, so CTS writes may start.
+struct PlanMessage {
   uint32_t magic;
-  uint32_t qps;
+  uint16_t qps;
+  uint8_t sl;
+  uint8_t tc;
+  uint8_t policy;  // PathPolicy
+  uint8_t reserved[3];
+  uint32_t flow_label[kMaxQps];  // RoCE GRH flow label (20 bits), 0 = NCCL's behaviour
+  uint8_t path_index[kMaxQps];   // IB: DLID offset within the destination's LMC
 };
+static_assert(sizeof(PlanMessage) == 92);
 
 // The receiver's clear-to-send for one (possibly grouped) receive, at FIFO slot seq % kFifoDepth.
 // `seq` (sequence + 1) is written last in the entry; the sender polls it.
@@ -89,8 +94,8 @@ struct ImmFields {
 };
 inline ImmFields decode_imm(uint32_t imm) { return {imm >> 16, (imm >> 8) & 0xff, imm & 0xff}; }
 
-// Checks a peer's metadata against what this side can talk to; false with `why` naming the field.
+// Checks a peer's messages against what this side can talk to; false with `why` naming the field.
 bool check_meta(const QpMeta& meta, bool local_ethernet, std::string* why);
-bool check_ready(const Ready& ready, int qps, std::string* why);
+bool check_plan(const PlanMessage& plan, int qps, std::string* why);
 
 }  // namespace astral::plugin::ib
