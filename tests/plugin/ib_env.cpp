@@ -11,6 +11,8 @@ const bool kIbRun = [] {
   const char* transport = std::getenv("ASTRAL_TEST_TRANSPORT");
   if (!transport || std::strcmp(transport, "ib") != 0) return false;
   astral::test::use_softhca_process_wide();
+  // One device, as the tcp runs have on loopback: the IB port (the RoCE one is the [ib] tests').
+  setenv("ASTRAL_IB_HCA", "=mlx5_0", 0);
   return true;
 }();
 }  // namespace

@@ -5,9 +5,12 @@
 #include <dlfcn.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "harness.hpp"
@@ -15,6 +18,7 @@
 #include "ib/hca_filter.hpp"
 #include "ib/wire.hpp"
 #include "pattern.hpp"
+#include "run_process.hpp"
 #include "softhca_env.hpp"
 
 using namespace astral::test;
@@ -164,9 +168,20 @@ TEST_CASE("QP metadata from a peer is checked field by field", "[plugin][ib][uni
   bad([](ib::QpMeta& m) { m.mtu = 9; }, "mtu");
   bad([](ib::QpMeta& m) { m.ethernet = 0; }, "link layer");
   bad([](ib::QpMeta& m) { m.qpn[1] = 0x1000000; }, "qpn[1]");
-  bad([](ib::QpMeta& m) { m.flow_label[0] = 0x100000; }, "flow_label[0]");
-  bad([](ib::QpMeta& m) { m.sl = 16; }, "service level");
   bad([](ib::QpMeta& m) { m.lmc = 8; }, "lmc");
+  bad([](ib::QpMeta& m) { std::memset(m.host, 'x', sizeof m.host); }, "host name");
+  ib::PlanMessage plan{};
+  plan.magic = ib::kPlanMagic;
+  plan.qps = 2;
+  CHECK(ib::check_plan(plan, 2, &why));
+  CHECK_FALSE(ib::check_plan(plan, 3, &why));
+  plan.flow_label[1] = 0x100000;
+  CHECK_FALSE(ib::check_plan(plan, 2, &why));
+  CHECK(why.find("flow_label[1]") != std::string::npos);
+  plan.flow_label[1] = 0;
+  plan.sl = 16;
+  CHECK_FALSE(ib::check_plan(plan, 2, &why));
+  CHECK(why.find("service level") != std::string::npos);
   ib::QpMeta ibm = good_meta();
   ibm.ethernet = 0;
   CHECK_FALSE(ib::check_meta(ibm, false, &why));  // an IB peer needs a LID
@@ -179,7 +194,7 @@ TEST_CASE("QP metadata from a peer is checked field by field", "[plugin][ib][uni
   CHECK((imm.fifo_slot == 63 && imm.slot == 7 && imm.parts == 16));
 }
 
-TEST_CASE("softhca: ACTIVE ports become devices; ASTRAL_IB_HCA selects them", "[plugin][ib]") {
+TEST_CASE("softhca: ACTIVE ports become devices and ASTRAL_IB_HCA selects them", "[plugin][ib]") {
   IbEnv env;
   {
     PluginContext p;
@@ -206,7 +221,7 @@ TEST_CASE("softhca: ACTIVE ports become devices; ASTRAL_IB_HCA selects them", "[
   }
 }
 
-TEST_CASE("softhca RoCE: GID, SL, TC and QP count reach the QPs; split messages arrive whole",
+TEST_CASE("softhca RoCE: GID, SL, TC and QP count reach the QPs and split messages arrive whole",
           "[plugin][ib]") {
   IbEnv env;
   ScopedEnv hca("ASTRAL_IB_HCA", "=mlx5_1");
@@ -214,6 +229,7 @@ TEST_CASE("softhca RoCE: GID, SL, TC and QP count reach the QPs; split messages 
   ScopedEnv tc("ASTRAL_IB_TC", "106");
   ScopedEnv qps("ASTRAL_IB_QPS", "4");
   ScopedEnv split("ASTRAL_IB_SPLIT_DATA_ON_QPS", "1");
+  ScopedEnv paths("ASTRAL_IB_PATHS", "spread");
   auto from = path_log_size();
   LogCapture::clear();
   PluginContext p;
@@ -221,6 +237,10 @@ TEST_CASE("softhca RoCE: GID, SL, TC and QP count reach the QPs; split messages 
   auto lines = path_log_since(from);
   INFO(LogCapture::dump());
   REQUIRE(lines.size() == 8);  // 4 QPs at each end
+  // softhca numbers QPs in creation order: the connecting side's four come first.
+  std::sort(lines.begin(), lines.end(),
+            [](const auto& a, const auto& b) { return a["qpn"].template get<int>() < b["qpn"].template get<int>(); });
+  std::set<int> sender_sports, receiver_sports;
   for (const auto& l : lines) {
     INFO(l.dump());
     CHECK(l["device"] == "mlx5_1");
@@ -228,9 +248,15 @@ TEST_CASE("softhca RoCE: GID, SL, TC and QP count reach the QPs; split messages 
     CHECK(l["gid_type"] == "RoCEv2");
     CHECK(l["sl"] == 3);
     CHECK(l["traffic_class"] == 106);
-    CHECK(l["flow_label"] == 0);  // ASTRAL_IB_PATHS=off: NCCL's behaviour
+    CHECK(l["flow_label"] != 0);  // spread: a chosen label, not NCCL's 0
+    CHECK(l["udp_sport_from"] == "flow_label");
+    (&l < &lines[4] ? sender_sports : receiver_sports)
+        .insert(l["udp_sport"].get<int>());
   }
-  CHECK(LogCapture::count(NCCL_LOG_INFO, "policy off sl 3 tc 106") == 2);
+  CHECK(sender_sports.size() == 4);  // distinct per QP
+  CHECK(receiver_sports.size() == 4);
+  CHECK(LogCapture::count(NCCL_LOG_INFO, "path plan spread (spread)") == 1);  // the connecting side's
+  CHECK(LogCapture::count(NCCL_LOG_INFO, "sl 3 tc 106") == 2);
   // Sizes around the split threshold and odd ones, every byte checked.
   for (size_t bytes : {size_t(0), size_t(1), size_t(65535), size_t(65536), size_t(3 << 20) + 7}) {
     std::vector<uint8_t> out(bytes), in(bytes + 64);
@@ -241,8 +267,7 @@ TEST_CASE("softhca RoCE: GID, SL, TC and QP count reach the QPs; split messages 
     void *rreq = nullptr, *sreq = nullptr;
     REQUIRE(p.net.irecv(pair.recv, 1, &data, &size, &tag, nullptr, nullptr, &rreq) == ncclSuccess);
     REQUIRE(p.net.isend(pair.send, out.data(), bytes, 9, nullptr, nullptr, &sreq) == ncclSuccess);
-    REQUIRE(wait_request(p.net, rreq, &received) == ncclSuccess);
-    REQUIRE(wait_request(p.net, sreq, nullptr) == ncclSuccess);
+    REQUIRE(wait_pair(p.net, rreq, &received, sreq) == ncclSuccess);
     CHECK(received == int(bytes));
     CHECK(check_pattern(in.data(), bytes, bytes) == SIZE_MAX);
   }
@@ -250,9 +275,10 @@ TEST_CASE("softhca RoCE: GID, SL, TC and QP count reach the QPs; split messages 
   p.net.closeRecv(pair.recv);
 }
 
-TEST_CASE("softhca: ASTRAL_IB_GID_INDEX picks the GID; IB uses the LID", "[plugin][ib]") {
+TEST_CASE("softhca: ASTRAL_IB_GID_INDEX picks the GID and IB uses the LID", "[plugin][ib]") {
   IbEnv env;
   ScopedEnv gid("ASTRAL_IB_GID_INDEX", "1");
+  ScopedEnv paths("ASTRAL_IB_PATHS", "off");
   auto from = path_log_size();
   PluginContext p;
   for (int dev : {0, 1}) {
@@ -267,6 +293,34 @@ TEST_CASE("softhca: ASTRAL_IB_GID_INDEX picks the GID; IB uses the LID", "[plugi
   CHECK(lines[0]["dlid"] == 8);  // the port's base LID: path index 0 with ASTRAL_IB_PATHS=off
   CHECK(lines[2]["link_layer"] == "Ethernet");
   CHECK(lines[2]["sgid_index"] == 1);
+  CHECK(lines[2]["flow_label"] == 0);  // off: NCCL's behaviour, the sport hashed from the QPNs
+}
+
+TEST_CASE("softhca IB, spread: DLID = base LID + the plan's path index within the LMC",
+          "[plugin][ib]") {
+  IbEnv env;
+  ScopedEnv qps("ASTRAL_IB_QPS", "4");
+  ScopedEnv paths("ASTRAL_IB_PATHS", "spread");
+  auto from = path_log_size();
+  LogCapture::clear();
+  PluginContext p;
+  CommPair pair = connect_pair(p.net, p.ctx, 0);
+  exchange_one_message(p.net, pair);
+  auto lines = path_log_since(from);
+  REQUIRE(lines.size() == 8);
+  std::set<int> dlids;
+  for (const auto& l : lines) {
+    INFO(l.dump());
+    int dlid = l["dlid"].get<int>();
+    CHECK(dlid >= 8);
+    CHECK(dlid < 8 + 4);  // LMC 2: the port owns LIDs 8..11
+    dlids.insert(dlid);
+  }
+  CHECK(dlids.size() == 4);  // four QPs, four paths
+  INFO(LogCapture::dump());
+  CHECK(LogCapture::count(NCCL_LOG_INFO, "dlid ") >= 1);
+  p.net.closeSend(pair.send);
+  p.net.closeRecv(pair.recv);
 }
 
 TEST_CASE("softhca faults: QP error, link drop and port down are errors within bounds, no hang",
@@ -340,4 +394,20 @@ TEST_CASE("softhca fault: device fatal fails its comms with ncclSystemError", "[
   CHECK(r == ncclSystemError);
   p.net.closeSend(pair.send);
   p.net.closeRecv(pair.recv);
+}
+
+TEST_CASE("astral netbench --transport ib: pingpong and stream over softhca, verified",
+          "[plugin][ib][netbench]") {
+  IbEnv env;  // the ranks netbench starts inherit it
+  auto r = run_process({ASTRAL_CLI_BIN, "netbench", "--transport", "ib", "--ranks", "2",
+                        "--pattern", "pingpong", "--size", "8,1M", "--iters", "50", "--json"},
+                       120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto out = nlohmann::json::parse(r.out);
+  REQUIRE(out["results"].size() == 2);
+  for (const auto& m : out["results"]) CHECK(m["verified"] == true);
+  auto bad = run_process({ASTRAL_CLI_BIN, "netbench", "--transport", "carrier-pigeon"}, 30);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--transport 'carrier-pigeon'") != std::string::npos);
 }

@@ -125,7 +125,7 @@ TEST_CASE("two processes: the peer sends, this side receives and verifies", "[pl
   p.net.closeRecv(recv_comm);
 }
 
-TEST_CASE("the sending peer killed mid-message: the receive fails, no hang", "[plugin][process]") {
+TEST_CASE("the sending peer killed mid-message: the receive fails, no hang", "[tcp-only][plugin][process]") {
   PluginContext p;
   Child peer({ASTRAL_PLUGIN_PEER, "send", "--hold", "64M"}, kPeerEnv);
   void* recv_comm = accept_from(p.net, p.ctx, peer);

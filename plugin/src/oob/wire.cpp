@@ -28,15 +28,15 @@ bool check_hello(const Hello& hello, const Secret& secret, std::string* why,
                        kProtocolVersion);
   } else if (!secrets_equal(hello.secret, secret)) {
     *why = "wrong listen secret";
+  } else if (hello.stream_count < 1 || hello.stream_count > kMaxWireStreams ||
+             hello.stream_index >= hello.stream_count) {
+    *why = fmt::format("stream {} of {} is out of range", hello.stream_index, hello.stream_count);
   } else if (hello.transport != static_cast<uint32_t>(transport)) {
     *why = fmt::format("the peer runs transport {} and this listener {} (ASTRAL_TRANSPORT differs "
                        "between ranks)",
                        hello.transport <= 1 ? transport_kind_name(TransportKind(hello.transport))
                                             : "unknown",
                        transport_kind_name(transport));
-  } else if (hello.stream_count < 1 || hello.stream_count > kMaxWireStreams ||
-             hello.stream_index >= hello.stream_count) {
-    *why = fmt::format("stream {} of {} is out of range", hello.stream_index, hello.stream_count);
   } else {
     return true;
   }
