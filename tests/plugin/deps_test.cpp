@@ -65,6 +65,22 @@ TEST_CASE("runtime dependencies: glibc, libstdc++/libgcc_s and hwloc only", "[pl
   }
 }
 
+TEST_CASE("no verbs symbol is imported: libibverbs is reached only through dlopen/dlvsym",
+          "[plugin][deps][ib]") {
+  auto r = run_process({"nm", "-D", "--undefined-only", plugin_path()}, 60);
+  REQUIRE(r.exit_code == 0);
+  std::istringstream lines(r.out);
+  int undefined = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::string symbol = line.substr(line.rfind(' ') + 1);
+    INFO(symbol);
+    CHECK(symbol.find("ibv_") == std::string::npos);
+    CHECK(symbol.find("mlx5") == std::string::npos);
+    undefined += symbol.rfind("dlvsym", 0) == 0;
+  }
+  CHECK(undefined == 1);  // the versioned lookup the ib transport resolves verbs with
+}
+
 TEST_CASE("only NCCL's entry points are exported", "[plugin][deps]") {
   auto r = run_process({"nm", "-D", "--defined-only", plugin_path()}, 60);
   REQUIRE(r.exit_code == 0);

@@ -29,7 +29,24 @@ if(TARGET test_plugin)
     ASTRAL_PLUGIN_PEER="$<TARGET_FILE:plugin_peer>"
     ASTRAL_RAIL_PEER="$<TARGET_FILE:rail_peer>"
     ASTRAL_CLI_BIN="$<TARGET_FILE:astral>"
-    ASTRAL_SANITIZED=$<BOOL:${ASTRAL_SANITIZE}>)
+    ASTRAL_SANITIZED=$<BOOL:${ASTRAL_SANITIZE}>
+    SOFTHCA_LIB_DIR="$<TARGET_FILE_DIR:softhca>"
+    PLUGIN_FABRICS="${CMAKE_CURRENT_LIST_DIR}/fabric")
+  add_dependencies(test_plugin softhca)
+  # The conformance suite again, over the ib transport on softhca (ib_env.cpp sets it up from
+  # ASTRAL_TEST_TRANSPORT). Left out: what only TCP has (a stopped peer's socket timeout, socket
+  # interface selection, a sender killed after handing its message to the HCA, which delivers it
+  # anyway) and the [ib] tests, which set softhca up themselves. The [abi] group does not pass
+  # over ib yet (device count, legacy-table and v12 connect tests): open work.
+  set(_ib_groups "")
+  foreach(tag transfer process lifecycle handshake)
+    list(APPEND _ib_groups "[${tag}]~[tcp-only]~[ib]")
+  endforeach()
+  string(JOIN "," _ib_spec ${_ib_groups})
+  catch_discover_tests(test_plugin TEST_PREFIX "plugin: ib: " TEST_SPEC "${_ib_spec}"
+                       EXTRA_ARGS --warn NoTests
+                       PROPERTIES TIMEOUT 120 ENVIRONMENT ASTRAL_TEST_TRANSPORT=ib
+                       WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 endif()
 
 astral_add_fuzz_target(plugin_wire

@@ -125,7 +125,7 @@ TEST_CASE("two processes: the peer sends, this side receives and verifies", "[pl
   p.net.closeRecv(recv_comm);
 }
 
-TEST_CASE("the sending peer killed mid-message: the receive fails, no hang", "[plugin][process]") {
+TEST_CASE("the sending peer killed mid-message: the receive fails, no hang", "[tcp-only][plugin][process]") {
   PluginContext p;
   Child peer({ASTRAL_PLUGIN_PEER, "send", "--hold", "64M"}, kPeerEnv);
   void* recv_comm = accept_from(p.net, p.ctx, peer);
@@ -169,7 +169,7 @@ TEST_CASE("the receiving peer killed mid-message: the send fails, no hang", "[pl
 }
 
 TEST_CASE("a peer silent mid-message past ASTRAL_TCP_TIMEOUT_MS fails the receive",
-          "[plugin][process]") {
+          "[tcp-only][plugin][process]") {
   ScopedEnv timeout("ASTRAL_TCP_TIMEOUT_MS", "700");
   PluginContext p;
   Child peer({ASTRAL_PLUGIN_PEER, "send", "--hold", "64M"}, kPeerEnv);

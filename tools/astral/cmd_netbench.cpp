@@ -18,6 +18,7 @@ struct NetbenchArgs {
   std::string pattern = "stream";
   std::vector<std::string> sizes = {"4M"};
   std::string baseline;
+  std::string transport;  // --transport: ASTRAL_TRANSPORT for the plugin in every local rank
   bool json = false;
   nb::Options options;
 };
@@ -59,6 +60,13 @@ void print_table(const NetbenchArgs& args, const std::vector<nb::Measurement>& r
 
 void run_netbench(NetbenchArgs& args, Outcome& outcome) {
   nb::Options& o = args.options;
+  if (!args.transport.empty()) {
+    if (args.transport != "tcp" && args.transport != "ib" && args.transport != "auto") {
+      throw UsageError("--transport '" + args.transport + "' is not tcp, ib or auto");
+    }
+    // The plugin reads its transport from the environment, as under NCCL; local ranks inherit it.
+    setenv("ASTRAL_TRANSPORT", args.transport.c_str(), 1);
+  }
   if (!nb::parse_pattern(args.pattern, &o.pattern)) {
     throw UsageError("--pattern '" + args.pattern +
                      "' is not one of pingpong, stream, bidirectional, alltoall, allreduce");
@@ -138,6 +146,8 @@ void register_netbench(CLI::App& root, Outcome& outcome) {
   cmd->add_option("--plugin", args->options.plugin_path,
                   "net plugin library (default: libnccl-net-astral.so next to astral)");
   cmd->add_option("--device", args->options.device, "plugin device index")->capture_default_str();
+  cmd->add_option("--transport", args->transport,
+                  "the plugin's transport: tcp, ib or auto (sets ASTRAL_TRANSPORT)");
   cmd->add_option("--rank", args->options.rank,
                   "this host's rank in a multi-host run (needs --coordinator and "
                   "ASTRAL_NETBENCH_TOKEN)");

@@ -42,6 +42,40 @@ void read_integer(const EnvLookup& env, const char* name, long long lo, long lon
   value = static_cast<T>(*parsed);
 }
 
+void parse_ib_config(const EnvLookup& env, IbConfig& ib, std::vector<std::string>* warnings) {
+  if (const char* lib = env("ASTRAL_IBVERBS_LIB")) ib.verbs_lib = lib;
+  if (const char* hca = env("ASTRAL_IB_HCA")) ib.hca = hca;
+  read_integer(env, "ASTRAL_IB_GID_INDEX", -1, 1023, ib.gid_index, warnings);
+  if (const char* family = env("ASTRAL_IB_ADDR_FAMILY"); family && *family) {
+    std::string_view f(family);
+    if (f == "AF_INET" || f == "AF_INET6") {
+      ib.addr_family = f == "AF_INET" ? AF_INET : AF_INET6;
+    } else {
+      warnings->push_back(fmt::format(
+          "ASTRAL_IB_ADDR_FAMILY='{}' is not AF_INET or AF_INET6; using AF_INET", family));
+    }
+  }
+  read_integer(env, "ASTRAL_IB_ROCE_VERSION_NUM", 1, 2, ib.roce_version, warnings);
+  read_integer(env, "ASTRAL_IB_TC", -1, 255, ib.traffic_class, warnings);
+  read_integer(env, "ASTRAL_IB_SL", 0, 15, ib.service_level, warnings);
+  read_integer(env, "ASTRAL_IB_TIMEOUT", 1, 31, ib.timeout, warnings);
+  read_integer(env, "ASTRAL_IB_RETRY_CNT", 0, 7, ib.retry_count, warnings);
+  read_integer(env, "ASTRAL_IB_QPS", 1, 16, ib.qps, warnings);
+  int split = ib.split_data;
+  read_integer(env, "ASTRAL_IB_SPLIT_DATA_ON_QPS", 0, 1, split, warnings);
+  ib.split_data = split != 0;
+  if (const char* paths = env("ASTRAL_IB_PATHS"); paths && *paths) {
+    std::string_view p(paths);
+    if (p == "spread" || p == "pinned" || p == "off") {
+      ib.paths = paths;
+    } else {
+      warnings->push_back(
+          fmt::format("ASTRAL_IB_PATHS='{}' is not spread, pinned or off; using spread", paths));
+    }
+  }
+  if (const char* fabric = env("ASTRAL_FABRIC")) ib.fabric = fabric;
+}
+
 }  // namespace
 
 Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
@@ -71,6 +105,7 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
           "ASTRAL_TRANSPORT='{}' is not tcp, ib or auto; using auto", transport));
     }
   }
+  parse_ib_config(env, config.ib, warnings);
   return config;
 }
 

@@ -117,7 +117,8 @@ ncclResult_t init(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogg
       }
       const Transport& t = *state->transport;
       if (t.device_count() == 0) {
-        ASTRAL_WARN("no network device: {}", why);
+        // A transport that has said why itself (ib: one INFO line) leaves `why` empty.
+        if (!why.empty()) ASTRAL_WARN("no network device: {}", why);
       } else {
         std::string list;
         for (int i = 0; i < t.device_count(); ++i) {

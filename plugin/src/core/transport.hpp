@@ -98,3 +98,10 @@ namespace astral::plugin::tcp {
 std::unique_ptr<Transport> make_tcp_transport(const Config& config, const HostView& host,
                                               std::string* why);
 }  // namespace astral::plugin::tcp
+
+namespace astral::plugin::ib {
+// The ib transport (ib/transport.cpp): every ACTIVE verbs port that ASTRAL_IB_HCA selects. With
+// no libibverbs, no RDMA in the kernel or no usable port it has 0 devices (one INFO line).
+std::unique_ptr<Transport> make_ib_transport(const Config& config, const HostView& host,
+                                             std::string* why);
+}  // namespace astral::plugin::ib

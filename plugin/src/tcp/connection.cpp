@@ -10,12 +10,6 @@
 
 namespace astral::plugin::tcp {
 
-int64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 ConnectionSetup describe_connection(bool sender, const TcpDevice& device, int device_index,
                                     int remote_rail, uint64_t connection_id,
                                     const std::string& peer, int timeout_ms, uint64_t stripe_min) {

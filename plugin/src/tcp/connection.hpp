@@ -12,11 +12,10 @@
 #include "astral/plugin/observer.hpp"
 #include "core/context.hpp"
 #include "tcp/devices.hpp"
-#include "tcp/socket.hpp"
+#include "oob/socket.hpp"
+#include "tcp/wire.hpp"  // the handshake names (Fd, ...) in this namespace
 
 namespace astral::plugin::tcp {
-
-int64_t monotonic_ns();
 
 struct ConnectionSetup {
   bool sender = false;

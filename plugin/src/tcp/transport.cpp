@@ -77,36 +77,15 @@ class TcpTransport final : public Transport {
   ncclResult_t listen(const std::shared_ptr<NetContext>& ctx, int dev, void* handle,
                       std::unique_ptr<ListenComm>* listen_comm) override {
     const TcpDevice& device = devices_.at(static_cast<size_t>(dev));
-    sockaddr_storage address = device.iface.address;
-    if (address.ss_family == AF_INET) reinterpret_cast<sockaddr_in&>(address).sin_port = 0;
-    if (address.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6&>(address).sin6_port = 0;
     std::string why;
-    Fd fd = listen_on(&address, device.iface.address_len, &why);
+    Secret secret{};
+    Fd fd = open_listener(device.iface.address, device.iface.address_len, device.rail, handle,
+                          &secret, &why);
     if (!fd) {
-      ASTRAL_WARN("cannot listen on {} ({}): {}", device.name, format_address(address), why);
+      ASTRAL_WARN("cannot listen on {} ({})", device.name, why);
       return ncclSystemError;
     }
-    ListenHandle h{};
-    h.magic = kHandleMagic;
-    h.version = kProtocolVersion;
-    h.family = address.ss_family;
-    if (address.ss_family == AF_INET) {
-      const auto& in = reinterpret_cast<const sockaddr_in&>(address);
-      std::memcpy(h.address, &in.sin_addr, sizeof in.sin_addr);
-      h.port = ntohs(in.sin_port);
-    } else {
-      const auto& in6 = reinterpret_cast<const sockaddr_in6&>(address);
-      std::memcpy(h.address, &in6.sin6_addr, sizeof in6.sin6_addr);
-      h.port = ntohs(in6.sin6_port);
-    }
-    h.rail = static_cast<int16_t>(device.rail);
-    if (!random_bytes(h.secret.data(), h.secret.size())) {
-      ASTRAL_WARN("cannot draw a listen secret: getrandom failed");
-      return ncclSystemError;
-    }
-    std::memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
-    std::memcpy(handle, &h, sizeof h);
-    *listen_comm = std::make_unique<TcpListenComm>(ctx, std::move(fd), h.secret, device, dev,
+    *listen_comm = std::make_unique<TcpListenComm>(ctx, std::move(fd), secret, device, dev,
                                                    config_);
     return ncclSuccess;
   }

@@ -133,6 +133,29 @@ inline ncclResult_t wait_request(const ncclNet_v11_t& net, void* request, int* s
   }
 }
 
+// Completes a receive and the send that feeds it, testing both as NCCL's progress thread does: a
+// transport may move a send only when its request is tested (ib waits for the receiver's
+// clear-to-send there). Returns the first error, or ncclSuccess once both are done.
+inline ncclResult_t wait_pair(const ncclNet_v11_t& net, void* rreq, int* rsizes, void* sreq,
+                              double timeout_s = 60) {
+  auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  bool rdone = false, sdone = false;
+  while (!rdone || !sdone) {
+    int done = 0;
+    if (!rdone) {
+      if (ncclResult_t res = net.test(rreq, &done, rsizes); res != ncclSuccess) return res;
+      rdone = done != 0;
+    }
+    if (!sdone) {
+      done = 0;
+      if (ncclResult_t res = net.test(sreq, &done, nullptr); res != ncclSuccess) return res;
+      sdone = done != 0;
+    }
+    if (Clock::now() > deadline) throw std::runtime_error("request still pending at deadline");
+  }
+  return ncclSuccess;
+}
+
 struct CommPair {
   void* send = nullptr;
   void* recv = nullptr;
@@ -171,8 +194,7 @@ inline void exchange_one_message(const ncclNet_v11_t& net, CommPair pair) {
   void *rreq = nullptr, *sreq = nullptr;
   if (net.irecv(pair.recv, 1, &data, &size, &tag, nullptr, nullptr, &rreq) != ncclSuccess ||
       net.isend(pair.send, &out, sizeof out, 0, nullptr, nullptr, &sreq) != ncclSuccess ||
-      !rreq || !sreq || wait_request(net, rreq, nullptr) != ncclSuccess ||
-      wait_request(net, sreq, nullptr) != ncclSuccess || in != out) {
+      !rreq || !sreq || wait_pair(net, rreq, nullptr, sreq) != ncclSuccess || in != out) {
     throw std::runtime_error("one message did not make it: " + LogCapture::dump());
   }
 }

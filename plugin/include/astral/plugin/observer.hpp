@@ -26,6 +26,9 @@ struct ConnectionInfo {
   // setNetAttr hints of the communicator when the connection was set up (-1 = NCCL set none):
   // flows per peer in this connection's direction.
   int hint_max_flows = -1;
+  // The ib transport's path plan ("policy pinned sl 0 tc 0 plane 0 qps 2 qp0:flow_label=..."),
+  // empty for tcp.
+  std::string_view path;
 };
 
 struct TransferInfo {

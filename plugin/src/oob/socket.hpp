@@ -1,13 +1,15 @@
 #pragma once
-// Small RAII and option helpers over BSD sockets for the TCP transport. Every socket is
-// non-blocking and close-on-exec; sends never raise SIGPIPE.
+// Small RAII and option helpers over BSD sockets, shared by the TCP transport and the IB
+// transport's out-of-band channel. Every socket is non-blocking and close-on-exec; sends never
+// raise SIGPIPE.
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
-namespace astral::plugin::tcp {
+namespace astral::plugin::oob {
 
 class Fd {
  public:
@@ -52,7 +54,15 @@ void configure_stream(int fd, int timeout_ms, int traffic_class);
 sockaddr_storage local_address(int fd);
 sockaddr_storage peer_address(int fd);
 
+// Moves what is left of `size` bytes without blocking, `*done` counting what moved so far.
+// 1: all moved; 0: try again later; -1: failed or closed by the peer (`why` set).
+int send_some(int fd, const void* data, size_t size, size_t* done, std::string* why);
+int recv_some(int fd, void* data, size_t size, size_t* done, std::string* why);
+
+// CLOCK_MONOTONIC in nanoseconds (deadlines, timestamps).
+int64_t monotonic_ns();
+
 // errno values that mean "try again later" on a non-blocking socket.
 inline bool would_block(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
 
-}  // namespace astral::plugin::tcp
+}  // namespace astral::plugin::oob

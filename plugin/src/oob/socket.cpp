@@ -1,4 +1,4 @@
-#include "tcp/socket.hpp"
+#include "oob/socket.hpp"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -9,9 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fmt/format.h>
 
-namespace astral::plugin::tcp {
+namespace astral::plugin::oob {
 namespace {
 
 bool is_loopback(const sockaddr_storage& a) {
@@ -132,4 +133,41 @@ sockaddr_storage peer_address(int fd) {
   return address;
 }
 
-}  // namespace astral::plugin::tcp
+int send_some(int fd, const void* data, size_t size, size_t* done, std::string* why) {
+  while (*done < size) {
+    ssize_t n = ::send(fd, static_cast<const char*>(data) + *done, size - *done,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (would_block(errno)) return 0;
+      *why = fmt::format("send: {}", std::strerror(errno));
+      return -1;
+    }
+    *done += static_cast<size_t>(n);
+  }
+  return 1;
+}
+
+int recv_some(int fd, void* data, size_t size, size_t* done, std::string* why) {
+  while (*done < size) {
+    ssize_t n = ::recv(fd, static_cast<char*>(data) + *done, size - *done, MSG_DONTWAIT);
+    if (n == 0) {
+      *why = fmt::format("the peer closed the connection after {} of {} bytes", *done, size);
+      return -1;
+    }
+    if (n < 0) {
+      if (would_block(errno)) return 0;
+      *why = fmt::format("recv: {}", std::strerror(errno));
+      return -1;
+    }
+    *done += static_cast<size_t>(n);
+  }
+  return 1;
+}
+
+int64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+}  // namespace astral::plugin::oob

@@ -1,0 +1,116 @@
+#pragma once
+// What both ends of an ib connection own: the completion queue and RC QPs on one port, the
+// out-of-band socket kept open as a liveness channel (RC tells a receiver that is only waiting
+// nothing when its peer dies), the failure state and what observers and logs are told.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "abi/nccl_common.h"
+#include "astral/plugin/observer.hpp"
+#include "core/context.hpp"
+#include "ib/hca.hpp"
+#include "ib/wire.hpp"
+#include "oob/socket.hpp"
+
+namespace astral::plugin::ib {
+
+// The path of one direction of a connection, as this end programs its QPs: decided by the
+// connecting side (planning.cpp) for both directions, so that both ends agree.
+struct ConnectionPlan {
+  int qps = 1;
+  bool split = false;
+  uint8_t sl = 0;
+  uint8_t tc = 0;
+  std::array<uint32_t, kMaxQps> flow_label{};
+  std::array<uint8_t, kMaxQps> path_bits{};  // IB path index: DLID = peer's base LID + this
+  std::string text;  // the plan as logged at INFO
+  std::string json;  // the plan as the trace's connection event records it
+};
+
+// Limits of one connection's queues: every request NCCL may have in flight, each of up to two
+// work requests per QP plus CTS writes, and the RECVs prepost for WRITE_WITH_IMM.
+inline constexpr int kSendQueueDepth = kFifoDepth * 8 * 2 + kFifoDepth;
+inline constexpr int kRecvQueueDepth = kFifoDepth * 8;
+
+// The CQ and QPs of one connection end, created INIT; destroyed in order.
+class Queues {
+ public:
+  Queues(std::shared_ptr<Hca> hca, const IbPort& port);
+  ~Queues();
+  Queues(const Queues&) = delete;
+  Queues& operator=(const Queues&) = delete;
+
+  // Creates the CQ and `qps` QPs in INIT; false with `why`.
+  bool create(int qps, std::string* why);
+  // INIT -> RTR -> RTS toward the peer described by `peer`, with the agreed plan.
+  bool connect(const QpMeta& peer, const ConnectionPlan& plan, const IbConfig& config,
+               std::string* why);
+  // Fills the local part of the metadata (qpns, addressing, host name).
+  void describe(QpMeta* meta, const std::string& host) const;
+
+  Hca& hca() const { return *hca_; }
+  const IbPort& port() const { return port_; }
+  ibv_cq* cq() const { return cq_; }
+  int qp_count() const { return static_cast<int>(qps_.size()); }
+  ibv_qp* qp(int q) const { return qps_[static_cast<size_t>(q)]; }
+  int qp_index(uint32_t qpn) const;
+  FatalFlag& fatal() { return fatal_; }
+  const FatalFlag& fatal() const { return fatal_; }
+
+ private:
+  std::shared_ptr<Hca> hca_;
+  IbPort port_;
+  FatalFlag fatal_;
+  ibv_cq* cq_ = nullptr;
+  std::vector<ibv_qp*> qps_;
+};
+
+// The endpoint's resources plus its failure state and trace identity.
+class Connection {
+ public:
+  Connection(std::shared_ptr<NetContext> ctx, std::unique_ptr<Queues> queues, oob::Fd socket,
+             bool sender, int device, uint64_t connection_id, int remote_rail,
+             const std::string& remote_gid, const ConnectionPlan& plan, int timeout_ms);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  std::mutex& mutex() { return mutex_; }
+  Queues& queues() { return *queues_; }
+  const ConnectionInfo& info() const { return info_; }
+  NetObserver* observer() const { return ctx_->observer.get(); }
+  net::NetAttr hints() const { return ctx_->attr(); }
+  ncclProfilerCallback_t profiler() const { return ctx_->profiler; }
+  const ConnectionPlan& plan() const { return plan_; }
+
+  ncclResult_t failure() const { return failure_; }
+  // First call only: one WARN, observer told. Returns `result`.
+  ncclResult_t fail(ncclResult_t result, bool peer_lost, const std::string& what);
+  // A completion with an error status, as NCCL words it (the monitor parses this shape).
+  ncclResult_t fail_completion(const ibv_wc& wc);
+  // Async events of this connection's QPs, CQ, port and device; an error fails the connection.
+  ncclResult_t check_health();
+  // Whether the peer closed the out-of-band socket (it died or closed its comm); checked at most
+  // every 10 ms. The caller drains its CQ once more before failing: completions that arrived
+  // before the close must still count.
+  bool peer_closed(std::string* why);
+
+ private:
+  std::mutex mutex_;
+  std::shared_ptr<NetContext> ctx_;
+  std::unique_ptr<Queues> queues_;
+  oob::Fd socket_;
+  ConnectionPlan plan_;
+  std::string device_name_, local_address_, remote_address_, remote_gid_, path_text_;
+  ConnectionInfo info_;
+  int64_t next_liveness_check_ns_ = 0;
+  ncclResult_t failure_ = ncclSuccess;
+};
+
+std::string format_gid(const uint8_t raw[16]);
+
+}  // namespace astral::plugin::ib

@@ -1,0 +1,188 @@
+// The receiving end: posts clear-to-send entries into the sender's FIFO and completes buffers as
+// their immediates arrive.
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+#include "core/net_trace.hpp"
+#include "ib/comms.hpp"
+
+namespace astral::plugin::ib {
+
+ncclResult_t IbRecvRequest::test(int* done, int* sizes) { return comm->test(this, done, sizes); }
+
+IbRecvComm::IbRecvComm(std::unique_ptr<Connection> conn, std::unique_ptr<CtsArea> cts,
+                       MrEntry* cts_mr, std::unique_ptr<RecordArea> records, MrEntry* records_mr,
+                       const QpMeta& peer)
+    : conn_(std::move(conn)),
+      cts_(std::move(cts)),
+      cts_mr_(cts_mr),
+      records_(std::move(records)),
+      records_mr_(records_mr),
+      fifo_addr_(peer.addr),
+      fifo_rkey_(peer.rkey),
+      implicit_(conn_->queues().hca().shared_from_this()) {}
+
+IbRecvComm::~IbRecvComm() {
+  Hca& hca = conn_->queues().hca();
+  conn_.reset();  // QPs first: nothing may land in memory that is deregistered
+  hca.release(cts_mr_);
+  hca.release(records_mr_);
+}
+
+bool IbRecvComm::post_recv(int qp) {
+  // Zero-SGE receives: WRITE_WITH_IMM places its data by RDMA and consumes only the immediate.
+  ibv_recv_wr wr{};
+  wr.wr_id = uint64_t(qp);
+  ibv_recv_wr* bad = nullptr;
+  return ibv_post_recv(conn_->queues().qp(qp), &wr, &bad) == 0;
+}
+
+bool IbRecvComm::prepost(std::string* why) {
+  for (int q = 0; q < conn_->queues().qp_count(); ++q) {
+    for (int i = 0; i < kRecvQueueDepth; ++i) {
+      if (!post_recv(q)) return *why = fmt::format("ibv_post_recv: {}", std::strerror(errno)), false;
+    }
+  }
+  return true;
+}
+
+ncclResult_t IbRecvComm::irecv(int n, void* const* data, const size_t* sizes, const int* tags,
+                               void* const* mhandles, void* const* phandles, Request** request) {
+  std::lock_guard lock(conn_->mutex());
+  *request = nullptr;
+  if (ncclResult_t res = progress(); res != ncclSuccess) return res;
+  if (in_flight_ >= kFifoDepth) return ncclSuccess;  // NCCL retries once one completes
+  uint32_t fifo_slot = uint32_t(seq_ % kFifoDepth);
+  CtsEntry& e = cts_->entry[fifo_slot];
+  std::memset(&e, 0, sizeof e);
+  for (int i = 0; i < n; ++i) {
+    std::string why;
+    MrEntry* mr = sizes[i] > 0 ? implicit_.find(mhandles ? mhandles[i] : nullptr, data[i], sizes[i], &why)
+                               : nullptr;
+    if (sizes[i] > 0 && !mr) return conn_->fail(ncclSystemError, false, why);
+    e.addr[i] = reinterpret_cast<uint64_t>(data[i]);
+    e.size[i] = sizes[i];
+    e.rkey[i] = mr ? mr->mr->rkey : 0;
+    e.tag[i] = tags[i];
+  }
+  IbRecvRequest* r = pool_.acquire();
+  if (!r) return ncclSuccess;
+  e.count = uint32_t(n);
+  e.seq = seq_ + 1;
+  std::memset(&records_->record[fifo_slot], 0, sizeof(SizeRecord));
+  ibv_sge sge{reinterpret_cast<uint64_t>(&e), sizeof e, cts_mr_->mr->lkey};
+  ibv_send_wr wr{};
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;  // wr_id 0: reaped, nothing to complete
+  wr.wr.rdma.remote_addr = fifo_addr_ + fifo_slot * sizeof(CtsEntry);
+  wr.wr.rdma.rkey = fifo_rkey_;
+  ibv_send_wr* bad = nullptr;
+  if (int err = ibv_post_send(conn_->queues().qp(0), &wr, &bad)) {
+    pool_.release(r);
+    return conn_->fail(ncclSystemError, false, fmt::format("ibv_post_send (CTS): {}", std::strerror(err)));
+  }
+  r->comm = this;
+  r->count = n;
+  r->slots_left = n;
+  for (int i = 0; i < n; ++i) {
+    r->transfer[i] = TransferInfo{&conn_->info(), false, tags[i], i, sizes[i], next_sequence_, 0, 0,
+                                  phandles ? phandles[i] : nullptr};
+    r->transfer[i].sequence_known = n == 1;
+    r->transfer[i].op_hint = conn_->hints().op;
+  }
+  if (n == 1) ++next_sequence_;
+  by_slot_[fifo_slot] = r;
+  ++seq_;
+  ++in_flight_;
+  if (auto* obs = conn_->observer()) {
+    int64_t now = oob::monotonic_ns();
+    for (int i = 0; i < n; ++i) {
+      r->transfer[i].posted_ns = now;
+      obs->on_posted(r->transfer[i]);
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    profiler_transfer_started(conn_->profiler(), r->transfer[i], &r->profiler_event[i]);
+  }
+  *request = r;
+  return ncclSuccess;
+}
+
+ncclResult_t IbRecvComm::on_immediate(const ibv_wc& wc) {
+  ImmFields imm = decode_imm(ntohl(wc.imm_data));
+  IbRecvRequest* r = imm.fifo_slot < uint32_t(kFifoDepth) ? by_slot_[imm.fifo_slot] : nullptr;
+  int q = conn_->queues().qp_index(wc.qp_num);
+  if (q < 0 || !post_recv(q)) return conn_->fail(ncclSystemError, false, "cannot repost a receive");
+  if (!r || imm.slot >= uint32_t(r->count) || imm.parts == 0) {
+    return conn_->fail(ncclInternalError, false,
+                       fmt::format("immediate {:#x} names no posted receive", ntohl(wc.imm_data)));
+  }
+  if (++r->parts_got[imm.slot] < int(imm.parts)) return ncclSuccess;
+  const SlotRecord& record = records_->record[imm.fifo_slot].slot[imm.slot];
+  r->received[imm.slot] = record.size;
+  TransferInfo& t = r->transfer[imm.slot];
+  t.bytes = record.size;
+  t.sequence = record.sequence;
+  t.sequence_known = true;
+  if (auto* obs = conn_->observer()) {
+    t.completed_ns = oob::monotonic_ns();
+    obs->on_completed(t);
+  }
+  profiler_transfer_finished(conn_->profiler(), t, &r->profiler_event[imm.slot]);
+  if (--r->slots_left == 0) {
+    by_slot_[imm.fifo_slot] = nullptr;
+    --in_flight_;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t IbRecvComm::progress() {
+  if (ncclResult_t res = conn_->check_health(); res != ncclSuccess) return res;
+  ibv_wc wcs[16];
+  for (;;) {
+    int n = ibv_poll_cq(conn_->queues().cq(), 16, wcs);
+    if (n < 0) return conn_->fail(ncclSystemError, false, "ibv_poll_cq failed");
+    for (int i = 0; i < n; ++i) {
+      if (wcs[i].status != IBV_WC_SUCCESS) return conn_->fail_completion(wcs[i]);
+      if (wcs[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        if (ncclResult_t res = on_immediate(wcs[i]); res != ncclSuccess) return res;
+      }
+    }
+    if (n < 16) return ncclSuccess;
+  }
+}
+
+ncclResult_t IbRecvComm::test(IbRecvRequest* r, int* done, int* sizes) {
+  std::lock_guard lock(conn_->mutex());
+  *done = 0;
+  if (r->slots_left > 0) {
+    if (ncclResult_t res = progress(); res != ncclSuccess) return res;
+    if (r->slots_left > 0) {
+      std::string why;
+      if (!conn_->peer_closed(&why)) return ncclSuccess;
+      if (ncclResult_t res = progress(); res != ncclSuccess) return res;
+      if (r->slots_left > 0) return conn_->fail(ncclRemoteError, true, why);
+    }
+  }
+  *done = 1;
+  if (sizes) {
+    for (int i = 0; i < r->count; ++i) sizes[i] = static_cast<int>(r->received[i]);
+  }
+  pool_.release(r);
+  return ncclSuccess;
+}
+
+// Host memory only (no GPUDirect here): data placed by RDMA is visible to the CPU on completion.
+ncclResult_t IbRecvComm::iflush(int, void* const*, const int*, void* const*, Request** request) {
+  *request = nullptr;
+  std::lock_guard lock(conn_->mutex());
+  return conn_->failure();
+}
+
+}  // namespace astral::plugin::ib

@@ -1,0 +1,222 @@
+// The ib transport: RDMA over libibverbs (dlopened), InfiniBand and RoCE, behind the transport
+// interface. Devices are ACTIVE verbs ports; the out-of-band channel uses an IP interface chosen
+// like the tcp transport's (ASTRAL_SOCKET_IFNAME).
+#include <cstring>
+#include <fmt/format.h>
+#include <map>
+#include <mutex>
+
+#include "core/config.hpp"
+#include "core/log.hpp"
+#include "core/transport.hpp"
+#include "ib/connect.hpp"
+#include "tcp/devices.hpp"
+
+namespace astral::plugin::ib {
+namespace {
+
+class IbTransport final : public Transport {
+ public:
+  IbTransport(const Config& config, std::vector<IbPort> ports, const NetInterface& oob)
+      : config_(config), ports_(std::move(ports)), oob_(oob), host_(local_host_name()) {
+    for (auto& p : ports_) p.hca->start_events();
+    std::string why;
+    policy_ = parse_path_policy(config_.ib.paths.c_str(), &why).value_or(kDefaultPathPolicy);
+    if (!config_.ib.fabric.empty() && !ports_.empty()) {
+      fabric_ = FabricModel::load(config_.ib.fabric, &why);
+      if (!fabric_) ASTRAL_WARN("NET/IB : ASTRAL_FABRIC={}: {}; paths are planned without it", config_.ib.fabric, why);
+    }
+  }
+  // The last finalize: no async-event thread of ours survives it (NCCL may dlclose next).
+  ~IbTransport() override {
+    for (auto& p : ports_) p.hca->stop_events();
+  }
+
+  const char* name() const override { return "ib"; }
+  int device_count() const override { return static_cast<int>(ports_.size()); }
+  const NicPort& device(int dev) const override { return ports_.at(size_t(dev)); }
+
+  net::DeviceProperties properties(int dev) const override {
+    const IbPort& d = ports_.at(size_t(dev));
+    net::DeviceProperties p;
+    p.name = d.name.c_str();
+    p.pci_path = d.pci_path.empty() ? nullptr : d.pci_path.c_str();
+    p.guid = d.guid;
+    p.port = d.port_num;
+    p.speed_mbps = d.speed_mbps;
+    p.latency_us = 0;
+    // Host memory only: GPU memory needs GPUDirect (d.gdr / d.dmabuf) and the flush through a
+    // loopback QP, which this build does not implement.
+    p.ptr_support = NCCL_PTR_HOST;
+    p.reg_is_global = true;
+    p.force_flush = false;
+    p.max_comms = 65536;
+    p.max_recvs = config_.max_recvs;
+    p.max_p2p_bytes = NCCL_NET_MAX_SIZE_P2P;
+    p.max_coll_bytes = NCCL_NET_MAX_SIZE_P2P;
+    p.rail = d.rail;
+    p.plane = d.plane;
+    return p;
+  }
+
+  ncclResult_t reg_mr(Comm& comm, const net::MemoryRegion& region, void** mhandle) override {
+    *mhandle = nullptr;
+    std::shared_ptr<Hca> hca = hca_of(comm);
+    if (region.type != NCCL_PTR_HOST && !region.dmabuf) {
+      ASTRAL_WARN("NET/IB : regMr: memory type {} at {} ({} bytes) is not host memory; this "
+                  "build advertises NCCL_PTR_HOST only", region.type, region.data, region.size);
+      return ncclInternalError;
+    }
+    std::string why;
+    MrEntry* e = region.dmabuf ? hca->acquire_dmabuf(region.data, region.size, region.dmabuf_offset,
+                                                    region.dmabuf_fd, &why)
+                               : hca->acquire(region.data, region.size, &why);
+    if (!e) {
+      ASTRAL_WARN("NET/IB : regMr{}: {}", region.dmabuf ? "DmaBuf" : "", why);
+      return ncclSystemError;
+    }
+    auto* mr = new IbMr;
+    mr->hca = hca;
+    mr->entry = e;
+    *mhandle = mr;
+    return ncclSuccess;
+  }
+
+  ncclResult_t dereg_mr(Comm&, void* mhandle) override {
+    auto* mr = static_cast<IbMr*>(mhandle);
+    if (!mr || mr->magic != IbMr::kMagic) return ncclSuccess;
+    mr->magic = 0;
+    mr->hca->release(mr->entry);
+    delete mr;
+    return ncclSuccess;
+  }
+
+  ncclResult_t listen(const std::shared_ptr<NetContext>& ctx, int dev, void* handle,
+                      std::unique_ptr<ListenComm>* listen_comm) override {
+    std::string why;
+    oob::Secret secret{};
+    oob::Fd fd = oob::open_listener(oob_.address, oob_.address_len, ports_.at(size_t(dev)).rail,
+                                    handle, &secret, &why);
+    if (!fd) {
+      ASTRAL_WARN("NET/IB : cannot listen on {} ({})", oob_.name, why);
+      return ncclSystemError;
+    }
+    *listen_comm = std::make_unique<IbListenComm>(setup(ctx, dev, ctx->traffic_class), std::move(fd),
+                                                  secret);
+    return ncclSuccess;
+  }
+
+  ncclResult_t connect(const std::shared_ptr<NetContext>& ctx, int dev, void* handle,
+                       int traffic_class, std::unique_ptr<SendComm>* send_comm) override;
+
+  void release_abandoned() override {
+    std::lock_guard lock(mutex_);
+    if (!connecting_.empty()) {
+      ASTRAL_INFO("NET/IB : releasing {} connection(s) NCCL stopped polling", connecting_.size());
+    }
+    connecting_.clear();
+  }
+
+ private:
+  EndpointSetup setup(const std::shared_ptr<NetContext>& ctx, int dev, int traffic_class) const {
+    EndpointSetup s{ctx, ports_.at(size_t(dev)), dev, config_.ib, config_.timeout_ms, {}};
+    s.plan = plan_inputs(*ctx, traffic_class);
+    return s;
+  }
+  static std::shared_ptr<Hca> hca_of(Comm& comm) {
+    Connection& c = comm.kind() == Comm::Kind::kSend ? static_cast<IbSendComm&>(comm).connection()
+                                                     : static_cast<IbRecvComm&>(comm).connection();
+    return c.queues().hca().shared_from_this();
+  }
+  PlanInputs plan_inputs(const NetContext& ctx, int traffic_class) const;
+
+  Config config_;
+  std::vector<IbPort> ports_;
+  NetInterface oob_;
+  std::string host_;
+  PathPolicy policy_ = kDefaultPathPolicy;
+  std::shared_ptr<const FabricModel> fabric_;
+  std::mutex mutex_;
+  std::map<IbConnector*, std::unique_ptr<IbConnector>> connecting_;
+};
+
+// What a new connection is planned from, on the connecting side (the plan itself is made once
+// the peer's metadata is in: planning.hpp).
+PlanInputs IbTransport::plan_inputs(const NetContext& ctx, int traffic_class) const {
+  PlanInputs in;
+  in.policy = policy_;
+  in.fabric = fabric_;
+  in.host = host_;
+  in.qps = config_.ib.qps;
+  // setNetAttr's flow hint (all-to-all asking for more flows) overrides the QP count.
+  if (int flows = ctx.attr().send_max_flows; flows > 0) in.qps = std::min(flows, kMaxQps);
+  in.split = config_.ib.split_data;
+  in.sl = config_.ib.service_level;
+  in.tc = config_.ib.traffic_class >= 0 ? config_.ib.traffic_class
+          : traffic_class >= 0         ? traffic_class
+                                       : 0;
+  return in;
+}
+
+ncclResult_t IbTransport::connect(const std::shared_ptr<NetContext>& ctx, int dev, void* handle,
+                                  int traffic_class, std::unique_ptr<SendComm>* send_comm) {
+  oob::ListenHandle h;
+  std::memcpy(&h, handle, sizeof h);
+  std::string why;
+  if (!oob::check_handle(h, &why)) {
+    ASTRAL_WARN("NET/IB : connect on {}: {}", ports_.at(size_t(dev)).name, why);
+    return ncclInternalError;
+  }
+  IbConnector* connector = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    if (h.connect_stage == 0) {
+      int tc = traffic_class >= 0 ? traffic_class : ctx->traffic_class;
+      auto owned = std::make_unique<IbConnector>(setup(ctx, dev, tc), h, oob_.address);
+      connector = owned.get();
+      connecting_[connector] = std::move(owned);
+      h.connect_stage = reinterpret_cast<uint64_t>(connector);
+      h.connect_check = h.connect_stage ^ oob::kStageCheck;
+      std::memcpy(handle, &h, sizeof h);
+    } else {
+      auto it = connecting_.find(reinterpret_cast<IbConnector*>(h.connect_stage));
+      if ((h.connect_stage ^ oob::kStageCheck) != h.connect_check || it == connecting_.end()) {
+        ASTRAL_WARN("NET/IB : connect called with a handle whose connection state is not ours");
+        return ncclInternalError;
+      }
+      connector = it->first;
+    }
+  }
+  ncclResult_t result = connector->poll(send_comm);
+  if (result != ncclSuccess || *send_comm) {
+    std::lock_guard lock(mutex_);
+    connecting_.erase(connector);
+    h.connect_stage = h.connect_check = 0;
+    std::memcpy(handle, &h, sizeof h);
+  }
+  return result;
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> make_ib_transport(const Config& config, const HostView& host,
+                                             std::string* why) {
+  std::string none;
+  auto ports = discover_ports(config.ib, host, &none);
+  if (ports.empty()) {
+    // Not an error: a host without RDMA has 0 ib devices, said once.
+    ASTRAL_INFO("NET/IB : no device: {}", none);
+    return std::make_unique<IbTransport>(config, std::move(ports), NetInterface{});
+  }
+  IfnameFilter filter = IfnameFilter::parse(config.socket_ifname);
+  std::string no_interface;
+  auto interfaces = select_devices(list_interfaces(config.address_family), host.rdma_ports(),
+                                   filter, &no_interface);
+  if (interfaces.empty()) {
+    *why = fmt::format("NET/IB : no IP interface for the out-of-band channel: {}", no_interface);
+    return nullptr;
+  }
+  return std::make_unique<IbTransport>(config, std::move(ports), interfaces.front().iface);
+}
+
+}  // namespace astral::plugin::ib

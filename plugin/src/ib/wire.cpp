@@ -1,0 +1,65 @@
+#include "ib/wire.hpp"
+
+#include <cstring>
+#include <fmt/format.h>
+
+namespace astral::plugin::ib {
+
+bool check_meta(const QpMeta& meta, bool local_ethernet, std::string* why) {
+  if (meta.magic != kMetaMagic) {
+    *why = fmt::format("not Astral QP metadata (magic {:#010x})", meta.magic);
+  } else if (meta.version != kMetaVersion) {
+    *why = fmt::format("QP metadata version {} (this library speaks {})", meta.version, kMetaVersion);
+  } else if (meta.qps < 1 || meta.qps > kMaxQps) {
+    *why = fmt::format("qps {} is not in [1, {}]", meta.qps, kMaxQps);
+  } else if (meta.mtu < 1 || meta.mtu > 5) {
+    *why = fmt::format("mtu code {} is not an ibv_mtu", meta.mtu);
+  } else if (meta.ethernet > 1 || bool(meta.ethernet) != local_ethernet) {
+    *why = fmt::format("link layer {} there, {} here", meta.ethernet ? "Ethernet" : "InfiniBand",
+                       local_ethernet ? "Ethernet" : "InfiniBand");
+  } else if (!meta.ethernet && meta.lid == 0) {
+    *why = "an InfiniBand peer with LID 0";
+  } else if (meta.lmc > 7) {
+    *why = fmt::format("lmc {} is not in [0, 7]", meta.lmc);
+  } else if (meta.split > 1) {
+    *why = fmt::format("split flag {}", meta.split);
+  } else if (std::memchr(meta.host, 0, sizeof meta.host) == nullptr) {
+    *why = "host name is not NUL-terminated within 32 bytes";
+  } else {
+    for (int q = 0; q < meta.qps; ++q) {
+      if (meta.qpn[q] == 0 || meta.qpn[q] > 0xffffff) {
+        *why = fmt::format("qpn[{}] = {:#x} is not a 24-bit QP number", q, meta.qpn[q]);
+        return false;
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
+bool check_plan(const PlanMessage& plan, int qps, std::string* why) {
+  if (plan.magic != kPlanMagic) {
+    *why = fmt::format("not an Astral path plan (magic {:#010x})", plan.magic);
+  } else if (plan.qps != qps) {
+    *why = fmt::format("a plan for {} QPs, {} were set up", plan.qps, qps);
+  } else if (plan.sl > 15) {
+    *why = fmt::format("service level {} is not in [0, 15]", plan.sl);
+  } else if (plan.policy > 2) {
+    *why = fmt::format("policy {} is not spread, pinned or off", plan.policy);
+  } else {
+    for (int q = 0; q < qps; ++q) {
+      if (plan.flow_label[q] > 0xfffff) {
+        *why = fmt::format("flow_label[{}] = {:#x} exceeds 20 bits", q, plan.flow_label[q]);
+        return false;
+      }
+      if (plan.path_index[q] > 127) {
+        *why = fmt::format("path_index[{}] = {} exceeds an LMC of 7", q, plan.path_index[q]);
+        return false;
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace astral::plugin::ib
