@@ -90,7 +90,12 @@ ncclProfilerEventDescr_v3_t to_v3(const ncclProfilerEventDescr_v5_t& d) {
 void* start(void* ctx, ncclProfilerEventDescr_v5_t d) {
   void* handle = nullptr;
   if (!(g_mask & static_cast<int>(d.type))) return nullptr;  // NCCL asks only for masked-in types
-  if (g_v5) {
+  if (g_v6) {
+    static_assert(sizeof(ncclProfilerEventDescr_v6_t) >= sizeof(ncclProfilerEventDescr_v5_t));
+    ncclProfilerEventDescr_v6_t o{};
+    std::memcpy(&o, &d, sizeof d);
+    check(g_v6->startEvent(ctx, &handle, &o), "startEvent v6");
+  } else if (g_v5) {
     check(g_v5->startEvent(ctx, &handle, &d), "startEvent");
   } else if (g_v3) {
     ncclProfilerEventDescr_v3_t o = to_v3(d);
@@ -111,6 +116,14 @@ void state(void* handle, ncclProfilerEventState_t s, uint64_t word) {
     ncclProfilerEventStateArgs_v3_t a3{};
     std::memcpy(&a3, &word, sizeof word);
     check(g_v3->recordEventState(handle, s, &a3), "recordEventState v3");
+    return;
+  }
+  if (g_v6) {
+    static_assert(sizeof(ncclProfilerEventStateArgs_v6_t) >= sizeof word);
+    ncclProfilerEventStateArgs_v6_t a6{};
+    std::memcpy(&a6, &word, sizeof word);
+    check(g_v6->recordEventState(handle, static_cast<ncclProfilerEventState_v6_t>(s), &a6),
+          "recordEventState v6");
     return;
   }
   check(g_v5 ? g_v5->recordEventState(handle, s, &a)
@@ -276,11 +289,16 @@ int run(const char* path, const std::string& version, bool with_ce) {
   check(lib != nullptr, "dlopen failed");
   auto* net = static_cast<const ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v11"));
   check(net != nullptr, "no ncclNetPlugin_v11");
+  const ncclNet_v12_t* net12 = nullptr;
   if (version == "v6") {
-    // NCCL 2.30: the v12 net table (its calls are v11's) and the v6 profiler, whose descriptor
-    // keeps every v5 member at its v5 offset: the v5 code path below drives it unchanged.
-    net = reinterpret_cast<const ncclNet_v11_t*>(dlsym(lib, "ncclNetPlugin_v12"));
-    check(net != nullptr, "no ncclNetPlugin_v12");
+    // NCCL 2.30: the v12 net table and the v6 profiler. v12's calls have v11's types except init
+    // (its config type), which is called through net12 below. The v6 profiler's descriptor and
+    // state arguments keep every v5 member at its v5 offset: the v5 code path drives it, and
+    // start()/state() call v6's own typed entries, since clang's UBSan checks the type of every
+    // call through a function pointer (init, stopEvent and finalize have the same types).
+    net12 = static_cast<const ncclNet_v12_t*>(dlsym(lib, "ncclNetPlugin_v12"));
+    check(net12 != nullptr, "no ncclNetPlugin_v12");
+    net = reinterpret_cast<const ncclNet_v11_t*>(net12);
     g_v6 = static_cast<const ncclProfiler_v6_t*>(dlsym(lib, "ncclProfiler_v6"));
     g_v5 = reinterpret_cast<const ncclProfiler_v5_t*>(g_v6);
   }
@@ -301,7 +319,12 @@ int run(const char* path, const std::string& version, bool with_ce) {
   std::printf("mask=%d\n", g_mask);
   void* net_ctx[2] = {};
   ncclNetCommConfig_v11_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
-  for (void*& ctx : net_ctx) check(net->init(&ctx, kCommHash, &config, nullptr, profiler_callback), "net init");
+  ncclNetCommConfig_v12_t config12{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+  for (void*& ctx : net_ctx) {
+    check(net12 ? net12->init(&ctx, kCommHash, &config12, nullptr, profiler_callback)
+                : net->init(&ctx, kCommHash, &config, nullptr, profiler_callback),
+          "net init");
+  }
 
   // Connections both ways: rank r listens for the other rank's sends.
   char handles[2][NCCL_NET_HANDLE_MAXSIZE] = {};
