@@ -27,6 +27,21 @@ using Steady = std::chrono::steady_clock;
 
 namespace {
 
+// The server under test is built like this test. ASan's allocator keeps freed memory in
+// quarantine, so there the bound on growth is looser; it still catches buffering what is thrown at
+// it (32 MiB, five times): ASan measured 17 MiB of growth.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr long kGrowthBoundKib = 32 * 1024;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr long kGrowthBoundKib = 32 * 1024;
+#else
+constexpr long kGrowthBoundKib = 16 * 1024;
+#endif
+#else
+constexpr long kGrowthBoundKib = 16 * 1024;
+#endif
+
 // A TCP connection to 127.0.0.1 that writes and reads raw bytes.
 class RawClient {
  public:
@@ -215,7 +230,7 @@ TEST_CASE("http server: oversized headers and bodies get 4xx, and the process do
       }
     }
     long after = server->rss_kib();
-    CHECK(after - before < 16 * 1024);  // 32 MiB were thrown at it five times
+    CHECK(after - before < kGrowthBoundKib);  // 32 MiB were thrown at it five times
     CHECK(get_status(server->port(), "/redfish/v1") != 0);
   }
 }

@@ -39,8 +39,12 @@ if(TARGET test_plugin)
   # anyway) and the [ib] tests, which set softhca up themselves. The [abi] group does not pass
   # over ib yet (device count, legacy-table and v12 connect tests): open work.
   set(_ib_groups "")
+  set(_ib_exclude "~[tcp-only]~[ib]")
+  if(ASTRAL_SANITIZE)
+    string(APPEND _ib_exclude "~[ib-asan-open]")  # see process_test.cpp: open work, issue 13
+  endif()
   foreach(tag transfer process lifecycle handshake)
-    list(APPEND _ib_groups "[${tag}]~[tcp-only]~[ib]")
+    list(APPEND _ib_groups "[${tag}]${_ib_exclude}")
   endforeach()
   string(JOIN "," _ib_spec ${_ib_groups})
   catch_discover_tests(test_plugin TEST_PREFIX "plugin: ib: " TEST_SPEC "${_ib_spec}"

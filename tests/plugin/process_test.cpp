@@ -68,7 +68,10 @@ std::pair<ncclResult_t, double> until_error(const ncclNet_v11_t& net, void* requ
 
 }  // namespace
 
-TEST_CASE("two processes: 0 B to 256 MiB from here, verified by the peer", "[plugin][process]") {
+// [ib-asan-open]: over ib under ASan this case stops making progress (the sends never complete,
+// both processes idle); it passes over ib in the default build and over tcp everywhere. Left out
+// of the ASan ib run until that is understood (issue 13).
+TEST_CASE("two processes: 0 B to 256 MiB from here, verified by the peer", "[plugin][process][ib-asan-open]") {
   PluginContext p;
   std::vector<std::string> sizes = {"0", "1", "4095", "65536", "1M", "4M", "16M", "256M"};
   for (int i = 0; i < 16; ++i) sizes.push_back(std::to_string(i * 100));

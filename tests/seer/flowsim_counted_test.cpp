@@ -88,7 +88,7 @@ TEST_CASE("counted ECMP routes only the classes a fault breaks one by one") {
   CHECK(r.exact_connections == 0);
 }
 
-TEST_CASE("auto counts ECMP only above count_above; pinned paths are never counted") {
+TEST_CASE("auto counts ECMP only above count_above, and pinned paths are never counted") {
   const topo::Fabric f = counted_fabric(topo::FabricKind::kSameRailT2, 1024, 32);
   auto o = counted_opts("same-rail");
   CHECK(simulate(f, o).engine == "classes");  // 137K subflows: below the default
