@@ -14,21 +14,27 @@
 #include "profiler/profiler.hpp"
 #include "tuner/tuner.hpp"
 
+// Arguments of the right types for the unevaluated calls below (external linkage, so that no
+// compiler calls them unneeded internal declarations).
+namespace error_convention_args {
+inline void* p = nullptr;
+inline void** pp = nullptr;
+inline int* ip = nullptr;
+inline const size_t* csz = nullptr;
+inline const int* cip = nullptr;
+inline size_t* sz = nullptr;
+inline float* fp = nullptr;
+inline astral::plugin::net::DeviceProperties* props = nullptr;
+}  // namespace error_convention_args
+
 namespace {
 using namespace astral::plugin;
+using namespace error_convention_args;
 
 #define ASSERT_ENTRY(fn, ...)                                                              \
   static_assert(noexcept(fn(__VA_ARGS__)), #fn " must be noexcept (core/guard.hpp)");      \
   static_assert(std::is_same_v<decltype(fn(__VA_ARGS__)), ncclResult_t>, #fn " must return ncclResult_t")
 
-void* p = nullptr;
-void** pp = nullptr;
-int* ip = nullptr;
-const size_t* csz = nullptr;
-const int* cip = nullptr;
-size_t* sz = nullptr;
-float* fp = nullptr;
-net::DeviceProperties* props = nullptr;
 
 ASSERT_ENTRY(net::init, pp, 0, -1, nullptr, nullptr);
 ASSERT_ENTRY(net::finalize, p);
