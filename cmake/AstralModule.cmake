@@ -36,6 +36,14 @@ function(astral_add_test_suite name)
   if(NOT sources)
     return()
   endif()
+  # CTest splits a discovered test name at ';', and the halves match no test, so such a test would
+  # never run (--warn NoTests below fails it at run time; this says why at configure time).
+  foreach(src ${sources})
+    file(STRINGS ${src} semicolon_names REGEX "TEST_CASE\\(\"[^\"]*;[^\"]*\"")
+    if(semicolon_names)
+      message(FATAL_ERROR "${src}: a TEST_CASE name contains ';', which CTest splits at: ${semicolon_names}")
+    endif()
+  endforeach()
   add_executable(test_${name} ${sources})
   target_link_libraries(test_${name} PRIVATE astral_test_main nlohmann_json::nlohmann_json ${ARG_DEPS})
   # Catch2 v2 and nlohmann/json are single big headers parsed by every test file: precompile them.
