@@ -63,6 +63,21 @@ class ListenComm {
   virtual ncclResult_t accept(std::unique_ptr<RecvComm>* recv_comm) = 0;
 };
 
+// The part of a device's properties that is the port's identity (name, PCI path, guid, port,
+// speed, rail, plane). What the device supports (pointers, flush, limits) stays each transport's
+// decision.
+inline net::DeviceProperties identity_properties(const NicPort& port) {
+  net::DeviceProperties p;
+  p.name = port.name.c_str();
+  p.pci_path = port.pci_path.empty() ? nullptr : port.pci_path.c_str();
+  p.guid = port.guid;
+  p.port = port.port;
+  p.speed_mbps = port.speed_mbps;
+  p.rail = port.rail;
+  p.plane = port.plane;
+  return p;
+}
+
 class Transport {
  public:
   virtual ~Transport() = default;

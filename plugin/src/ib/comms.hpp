@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/request_pool.hpp"
 #include "core/transport.hpp"
 #include "ib/connection.hpp"
 
@@ -36,28 +37,6 @@ struct IbMr {
   uint32_t magic = kMagic;
   std::shared_ptr<Hca> hca;
   MrEntry* entry = nullptr;
-};
-
-// Requests live in a deque (NCCL holds pointers to them) and are recycled.
-template <typename T>
-class IbRequestPool {
- public:
-  T* acquire() {
-    T* r = nullptr;
-    if (!free_.empty()) {
-      r = free_.back();
-      free_.pop_back();
-    } else if (all_.size() < size_t(kFifoDepth) * 8) {
-      r = &all_.emplace_back();
-    }
-    if (r) *r = T{};
-    return r;
-  }
-  void release(T* r) { free_.push_back(r); }
-
- private:
-  std::deque<T> all_;
-  std::vector<T*> free_;
 };
 
 class IbSendComm;
@@ -123,7 +102,7 @@ class IbSendComm final : public SendComm {
   uint64_t records_addr_;
   uint32_t records_rkey_;
   ImplicitMrs implicit_;
-  IbRequestPool<IbSendRequest> pool_;
+  RequestPool<IbSendRequest, size_t(kFifoDepth) * 8> pool_;
   // Sends NCCL posted before their receive's clear-to-send arrived: isend always returns a
   // request, and the match happens here as entries arrive.
   std::deque<IbSendRequest*> waiting_;
@@ -163,7 +142,7 @@ class IbRecvComm final : public RecvComm {
   uint64_t fifo_addr_;
   uint32_t fifo_rkey_;
   ImplicitMrs implicit_;
-  IbRequestPool<IbRecvRequest> pool_;
+  RequestPool<IbRecvRequest, size_t(kFifoDepth) * 8> pool_;
   IbRecvRequest* by_slot_[kFifoDepth] = {};
   uint64_t seq_ = 0;
   int in_flight_ = 0;

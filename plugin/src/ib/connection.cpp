@@ -69,7 +69,7 @@ bool Queues::create(int qps, std::string* why) {
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_INIT;
     attr.pkey_index = 0;
-    attr.port_num = uint8_t(port_.port_num);
+    attr.port_num = uint8_t(port_.port);
     attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     int err = v.modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (err) return *why = fmt::format("QP {:#x} to INIT: {}", qp->qp_num, std::strerror(err)), false;
@@ -91,7 +91,7 @@ bool Queues::connect(const QpMeta& peer, const ConnectionPlan& plan, const IbCon
     attr.rq_psn = 0;
     attr.max_dest_rd_atomic = 1;
     attr.min_rnr_timer = 12;
-    attr.ah_attr.port_num = uint8_t(port_.port_num);
+    attr.ah_attr.port_num = uint8_t(port_.port);
     attr.ah_attr.sl = plan.sl;
     if (port_.ethernet) {
       attr.ah_attr.is_global = 1;
@@ -136,7 +136,7 @@ void Queues::describe(QpMeta* meta, const std::string& host) const {
   std::memcpy(meta->gid, port_.gid.raw, 16);
   meta->lid = port_.lid;
   meta->lmc = port_.lmc;
-  meta->port = uint8_t(port_.port_num);
+  meta->port = uint8_t(port_.port);
   meta->mtu = uint8_t(port_.mtu);
   meta->ethernet = port_.ethernet;
   meta->gid_index = uint8_t(port_.gid_index);
@@ -205,7 +205,7 @@ ncclResult_t Connection::fail_completion(const ibv_wc& wc) {
               "({}) localGid {} remoteGids {} hca {} port {} qp {:#x}: {}",
               remote_address_, int(wc.status), int(wc.opcode), wc.byte_len, wc.vendor_err,
               info_.sender ? "Send" : "Recv", format_gid(queues_->port().gid.raw), remote_gid_,
-              queues_->hca().name(), queues_->port().port_num, wc.qp_num,
+              queues_->hca().name(), queues_->port().port, wc.qp_num,
               v.status_name(wc.status));
   bool peer = wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_RNR_RETRY_EXC_ERR;
   return fail(ncclRemoteError, peer,
@@ -219,7 +219,7 @@ ncclResult_t Connection::check_health() {
     return fail(ncclSystemError, false,
                 fmt::format("async event {}", hca.verbs().event_name(ibv_event_type(event))));
   }
-  if (hca.fatal() || hca.port_down(queues_->port().port_num)) {
+  if (hca.fatal() || hca.port_down(queues_->port().port)) {
     std::string reason = hca.fatal_reason();
     return fail(ncclSystemError, false, reason.empty() ? "the port went down" : reason);
   }

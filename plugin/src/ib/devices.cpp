@@ -95,7 +95,6 @@ bool describe_port(const Verbs& v, const std::shared_ptr<Hca>& hca, int port,
                    IbPort* out) {
   ibv_context* ctx = hca->context();
   out->hca = hca;
-  out->port_num = port;
   out->port = port;
   out->ethernet = attr.link_layer == IBV_LINK_LAYER_ETHERNET;
   out->lid = attr.lid;

@@ -79,9 +79,8 @@ struct FatalFlag {
   std::atomic<int> event{-1};  // ibv_event_type, -1 while healthy
 };
 
-struct IbPort : NicPort {
+struct IbPort : NicPort {  // NicPort::port is the verbs port number
   std::shared_ptr<Hca> hca;
-  int port_num = 1;
   bool ethernet = false;  // RoCE
   uint16_t lid = 0;
   uint8_t lmc = 0;

@@ -15,7 +15,7 @@ PathEndpoint local_endpoint(const IbPort& port, const std::string& host) {
   e.host = host;
   e.rail = port.rail;
   e.plane = port.plane;
-  e.port = port.port_num;
+  e.port = port.port;
   e.link_layer = port.ethernet ? LinkLayer::kRoCE : LinkLayer::kInfiniBand;
   e.base_lid = port.lid;
   e.lmc = port.lmc;
@@ -97,7 +97,7 @@ ConnectionPlan plan_from_message(const PlanMessage& message, bool split, const I
   PathPlan plan;
   plan.policy = static_cast<PathPolicy>(message.policy);
   plan.link_layer = local.ethernet ? LinkLayer::kRoCE : LinkLayer::kInfiniBand;
-  plan.port = local.port_num;
+  plan.port = local.port;
   plan.plane = local.plane;
   plan.rail = local.rail;
   plan.sl = message.sl;

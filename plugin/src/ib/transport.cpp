@@ -37,15 +37,9 @@ class IbTransport final : public Transport {
   const NicPort& device(int dev) const override { return ports_.at(size_t(dev)); }
 
   net::DeviceProperties properties(int dev) const override {
-    const IbPort& d = ports_.at(size_t(dev));
-    net::DeviceProperties p;
-    p.name = d.name.c_str();
-    p.pci_path = d.pci_path.empty() ? nullptr : d.pci_path.c_str();
-    p.guid = d.guid;
-    p.port = d.port_num;
-    p.speed_mbps = d.speed_mbps;
+    net::DeviceProperties p = identity_properties(ports_.at(size_t(dev)));
     p.latency_us = 0;
-    // Host memory only: GPU memory needs GPUDirect (d.gdr / d.dmabuf) and the flush through a
+    // Host memory only: GPU memory needs GPUDirect (IbPort::gdr / dmabuf) and the flush through a
     // loopback QP, which this build does not implement.
     p.ptr_support = NCCL_PTR_HOST;
     p.reg_is_global = true;
@@ -54,8 +48,6 @@ class IbTransport final : public Transport {
     p.max_recvs = config_.max_recvs;
     p.max_p2p_bytes = NCCL_NET_MAX_SIZE_P2P;
     p.max_coll_bytes = NCCL_NET_MAX_SIZE_P2P;
-    p.rail = d.rail;
-    p.plane = d.plane;
     return p;
   }
 

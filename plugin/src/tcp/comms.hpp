@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/request_pool.hpp"
 #include "core/transport.hpp"
 #include "tcp/connection.hpp"
 #include "tcp/wire.hpp"
@@ -24,29 +25,6 @@ inline constexpr int kMaxRequestsPerComm = NCCL_NET_MAX_REQUESTS * 8;
 
 class TcpSendComm;
 class TcpRecvComm;
-
-// Requests live in a deque (stable addresses: NCCL holds pointers) and are recycled.
-template <typename T>
-class RequestPool {
- public:
-  // A fresh request, or null when kMaxRequestsPerComm are in use (NCCL then retries).
-  T* acquire() {
-    T* r = nullptr;
-    if (!free_.empty()) {
-      r = free_.back();
-      free_.pop_back();
-    } else if (all_.size() < kMaxRequestsPerComm) {
-      r = &all_.emplace_back();
-    }
-    if (r) *r = T{};
-    return r;
-  }
-  void release(T* r) { free_.push_back(r); }
-
- private:
-  std::deque<T> all_;
-  std::vector<T*> free_;
-};
 
 struct SendRequest final : Request {
   ncclResult_t test(int* done, int* sizes) override;
@@ -84,7 +62,7 @@ class TcpSendComm final : public SendComm {
   uint64_t queue_end() const { return queue_base_ + queue_.size(); }
 
   Connection conn_;
-  RequestPool<SendRequest> pool_;
+  RequestPool<SendRequest, kMaxRequestsPerComm> pool_;
   std::deque<SendRequest*> queue_;  // posted, not yet fully written
   uint64_t queue_base_ = 0;         // index of queue_.front()
   std::array<uint64_t, kMaxWireStreams> cursor_{};  // next message index per stream
@@ -146,7 +124,7 @@ class TcpRecvComm final : public RecvComm {
   uint64_t incoming_end() const { return incoming_base_ + incoming_.size(); }
 
   Connection conn_;
-  RequestPool<RecvRequest> pool_;
+  RequestPool<RecvRequest, kMaxRequestsPerComm> pool_;
   std::deque<RecvRequest*> unmatched_;  // posted receives with slots still waiting for a header
   std::deque<Incoming> incoming_;
   uint64_t incoming_base_ = 0;

@@ -33,13 +33,7 @@ class TcpTransport final : public Transport {
   // Sockets move host memory with the CPU: no GPU pointers, nothing to flush, no registration
   // cost, and NCCL's default latency.
   net::DeviceProperties properties(int dev) const override {
-    const TcpDevice& d = devices_.at(static_cast<size_t>(dev));
-    net::DeviceProperties p;
-    p.name = d.name.c_str();
-    p.pci_path = d.pci_path.empty() ? nullptr : d.pci_path.c_str();
-    p.guid = d.guid;
-    p.port = d.port;
-    p.speed_mbps = d.speed_mbps;
+    net::DeviceProperties p = identity_properties(devices_.at(static_cast<size_t>(dev)));
     p.latency_us = 0;
     p.ptr_support = NCCL_PTR_HOST;
     p.reg_is_global = true;
@@ -48,8 +42,6 @@ class TcpTransport final : public Transport {
     p.max_recvs = config_.max_recvs;
     p.max_p2p_bytes = NCCL_NET_MAX_SIZE_P2P;
     p.max_coll_bytes = NCCL_NET_MAX_SIZE_P2P;
-    p.rail = d.rail;
-    p.plane = d.plane;
     return p;
   }
 
