@@ -2,11 +2,29 @@
 #include "astral/seer/predict.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "timeline_builder.hpp"
 
 namespace astral::seer {
+
+double expected_max_of_normals(int n) {
+  if (n <= 1) return 0;
+  if (n == 2) return 1.0 / std::sqrt(M_PI);
+  // Blom: the (n - 3/8) / (n + 1/4) quantile; the quantile by Newton on the normal CDF.
+  const double p = (n - 0.375) / (n + 0.25);
+  double x = std::sqrt(2.0 * std::log(double(n)));
+  for (int i = 0; i < 50; ++i) {
+    double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    double step = (cdf - p) / pdf;
+    x -= step;
+    if (std::fabs(step) < 1e-12) break;
+  }
+  return x;
+}
+
 namespace {
 
 // Critical-path parts of a list of operators.
@@ -160,6 +178,9 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
 
   Prediction p;
   p.stages.resize(S);
+  // Each step waits for its slowest rank: the compute of a stage stretched by the expected
+  // maximum of the ranks' variation (all of them meet in the gradient reduction).
+  const double straggle = hw.eff.straggler_cv * expected_max_of_normals(gpus);
   std::vector<double> grad_times(S), grad_exposed_times(S), gather_times(S), opt_times(S);
   for (int s = 0; s < S; ++s) {
     const auto params = work.stage_params(s);
@@ -186,7 +207,7 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
     st.pp = run.stage_p2p[s];
     st.dp = grad_exposed + gather_exposed;
     st.optimizer = opt;
-    st.end = run.stage_end[s] + st.dp + st.optimizer + hw.eff.step_overhead;
+    st.end = run.stage_end[s] + st.dp + st.optimizer + hw.eff.step_overhead + straggle * st.compute;
     grad_times[s] = grad;
     grad_exposed_times[s] = grad_exposed;
     gather_times[s] = gather;
@@ -197,9 +218,9 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
                          p.stages.begin());
   const StageTimes& cs = p.stages[p.critical_stage];
   p.step_time = cs.end;
-  p.breakdown = {cs.compute, cs.tp, cs.ep, cs.pp, cs.dp, cs.optimizer, 0, hw.eff.step_overhead};
-  p.breakdown.bubble = std::max(
-      0.0, p.step_time - (cs.compute + cs.tp + cs.ep + cs.pp + cs.dp + cs.optimizer + hw.eff.step_overhead));
+  p.breakdown = {cs.compute, cs.tp, cs.ep, cs.pp, cs.dp, cs.optimizer, 0, hw.eff.step_overhead, straggle * cs.compute};
+  p.breakdown.bubble = std::max(0.0, p.step_time - (cs.compute + cs.tp + cs.ep + cs.pp + cs.dp + cs.optimizer +
+                                                    hw.eff.step_overhead + p.breakdown.straggler));
 
   const double peak = hw.peak(config.dtype) > 0 ? hw.peak(config.dtype) : hw.peak(DType::kBf16);
   p.model_flops = model_flops_per_step(model, config.global_batch);
@@ -238,7 +259,8 @@ nlohmann::json to_json(const Prediction& p) {
           {"memory", to_json(p.memory)},
           {"breakdown",
            {{"compute_s", b.compute}, {"exposed_comm_s", {{"tp", b.tp}, {"ep", b.ep}, {"pp", b.pp}, {"dp", b.dp}}},
-            {"optimizer_s", b.optimizer}, {"bubble_s", b.bubble}, {"overhead_s", b.overhead}}},
+            {"optimizer_s", b.optimizer}, {"bubble_s", b.bubble}, {"overhead_s", b.overhead},
+            {"straggler_s", b.straggler}}},
           {"critical_stage", p.critical_stage},
           {"layer_forward_s", p.layer_forward},
           {"layer_backward_s", p.layer_backward},

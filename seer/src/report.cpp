@@ -67,6 +67,7 @@ std::string format_prediction(const ModelSpec& model, const HardwareSpec& hw, co
   row("optimizer step", b.optimizer);
   row("pipeline bubble", b.bubble);
   if (b.overhead > 0) row("fixed step overhead", b.overhead);
+  if (b.straggler > 0) row("slowest rank (straggler)", b.straggler);
   return o;
 }
 

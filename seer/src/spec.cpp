@@ -165,6 +165,7 @@ HardwareSpec hardware_from_json(const nlohmann::json& j) {
   eff.tp_overlap = e.number("tp_overlap", eff.tp_overlap, 0, 1);
   eff.dp_overlap = e.number("dp_overlap", eff.dp_overlap, 0, 1);
   eff.step_overhead = e.number("step_overhead_ms", eff.step_overhead * 1e3, 0, 1e7) * 1e-3;
+  eff.straggler_cv = e.number("straggler_cv", eff.straggler_cv, 0, 0.5);
   eff.gemm_tile_m = e.positive_int("gemm_tile_m", eff.gemm_tile_m);
   eff.gemm_tile_n = e.positive_int("gemm_tile_n", eff.gemm_tile_n);
   return h;
@@ -231,7 +232,8 @@ nlohmann::json to_json(const HardwareSpec& h) {
            {{"gemm", e.gemm}, {"memory", e.memory}, {"flash_fwd", e.flash_fwd},
             {"flash_bwd", e.flash_bwd}, {"kernel_overhead_us", e.kernel_overhead * 1e6},
             {"nvlink", e.nvlink}, {"nvls", e.nvls}, {"net", e.net}, {"tp_overlap", e.tp_overlap},
-            {"dp_overlap", e.dp_overlap}, {"step_overhead_ms", e.step_overhead * 1e3}, {"gemm_tile_m", e.gemm_tile_m},
+            {"dp_overlap", e.dp_overlap}, {"step_overhead_ms", e.step_overhead * 1e3},
+            {"straggler_cv", e.straggler_cv}, {"gemm_tile_m", e.gemm_tile_m},
             {"gemm_tile_n", e.gemm_tile_n}}}};
 }
 

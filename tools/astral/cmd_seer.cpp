@@ -12,6 +12,7 @@
 #include "astral/seer/calibrate.hpp"
 #include "astral/seer/calibrate_kineto.hpp"
 #include "astral/seer/calibrate_steps.hpp"
+#include "astral/seer/ecmp_table.hpp"
 #include "astral/seer/kineto.hpp"
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/report.hpp"
@@ -24,7 +25,7 @@ using namespace astral::seer;
 using nlohmann::json;
 
 struct Common {
-  std::string model, hw, network;
+  std::string model, hw, network, ecmp_table;
   int gpus = 0;
   bool json = false;
 };
@@ -43,6 +44,10 @@ void add_common(CLI::App* app, Common& c, bool need_model) {
   app->add_option("--hw", c.hw, "hardware JSON file or bundled name (a100-80gb, h100-sxm, h200-sxm)")->required();
   app->add_option("--gpus", c.gpus, "number of GPUs")->required()->check(CLI::PositiveNumber);
   app->add_option("--network", c.network, "network JSON file or bundled name (default: a uniform non-blocking fabric)");
+  app->add_option("--ecmp-table", c.ecmp_table,
+                  "the network's ECMP-efficiency table (astral fabric ecmp-table): collectives that cross "
+                  "switches take the simulated efficiency")
+      ->check(CLI::ExistingFile);
   app->add_flag("--json", c.json, "print JSON instead of text");
 }
 
@@ -88,13 +93,28 @@ TrainConfig layout_of(const LayoutFlags& f) {
   return c;
 }
 
+// The table was simulated on one fabric; a network of another size would read entries that do
+// not describe it.
+void attach_ecmp_table(const Common& c, Network& n) {
+  if (c.ecmp_table.empty()) return;
+  auto table = std::make_shared<EcmpTable>(load_ecmp_table(c.ecmp_table));
+  if (table->gpus != n.hosts * n.gpus_per_host)
+    throw cli::UsageError(fmt::format("{}: simulated on a fabric of {} GPUs; the network has {} x {}",
+                                      c.ecmp_table, table->gpus, n.hosts, n.gpus_per_host));
+  n.ecmp_table = std::move(table);
+}
+
 Network network_of(const Common& c, const HardwareSpec& hw) {
-  if (c.network.empty()) return uniform_network(hw, c.gpus);
+  if (c.network.empty()) {
+    if (!c.ecmp_table.empty()) throw cli::UsageError("--ecmp-table needs the --network it was simulated on");
+    return uniform_network(hw, c.gpus);
+  }
   Network n = load_network(c.network, hw);
   int need = (c.gpus + n.gpus_per_host - 1) / n.gpus_per_host;
   if (n.hosts < need)
     throw cli::UsageError(fmt::format("{}: {} hosts x {} GPUs cannot hold --gpus {}", c.network, n.hosts,
                                       n.gpus_per_host, c.gpus));
+  attach_ecmp_table(c, n);
   return n;
 }
 
@@ -295,7 +315,7 @@ CLI::App* add_calibrate(CLI::App* seer, CalibrateArgs& a) {
   cmd->add_option("--kineto", a.kineto, "PyTorch profiler (Kineto) trace JSON of a few steps, recorded with shapes");
   cmd->add_option("--rank", a.rank, "--kineto: the rank the trace must be (its distributedInfo.rank)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--fit", a.fit, "--steps: factors to fit, from compute,comm,overhead (default all three)");
+  cmd->add_option("--fit", a.fit, "--steps: factors to fit, from compute,comm,overhead,straggler (default: the first three; straggler needs runs at several scales)");
   cmd->add_option("--out", a.out, "write the calibrated hardware profile here");
   cmd->add_flag("--json", a.json, "print JSON instead of text");
   return cmd;
@@ -394,6 +414,8 @@ CLI::App* add_collective(CLI::App* seer, CollectiveArgs& a) {
   cmd->add_option("--hw", a.common.hw, "hardware JSON file or bundled name")->required();
   cmd->add_option("--gpus", a.common.gpus, "GPUs in the cluster")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--network", a.common.network, "network JSON file or bundled name");
+  cmd->add_option("--ecmp-table", a.common.ecmp_table, "the network's ECMP-efficiency table (astral fabric ecmp-table)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--op", a.op, "allreduce | allgather | reducescatter | alltoall | broadcast | reduce | sendrecv")
       ->check(CLI::IsMember({"allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv"}));
   cmd->add_option("--bytes", a.bytes, "buffer size in bytes (NCCL's convention)")->check(CLI::PositiveNumber);

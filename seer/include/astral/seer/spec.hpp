@@ -90,6 +90,10 @@ struct HardwareSpec {
     double tp_overlap = 0.5;     // share of backward TP communication hidden behind weight-gradient GEMMs
     double dp_overlap = 1.0;     // share of an overlappable DP collective that can hide under compute
     double step_overhead = 0;    // s per step outside the modelled work (fitted by calibrate --steps)
+    // Per-rank, per-step compute-time variation (standard deviation / mean: clocks, thermals,
+    // OS noise). Every step waits for the slowest rank, so it costs compute x straggler_cv x the
+    // expected maximum of N standard normals, N the ranks; 0 turns the term off.
+    double straggler_cv = 0;
     int gemm_tile_m = 256;       // output tile of the large-GEMM kernels (wave quantisation)
     int gemm_tile_n = 128;
   } eff;
