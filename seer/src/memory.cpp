@@ -28,11 +28,11 @@ MemoryEstimate estimate_memory(const Workload& work, int stage) {
   // backward holds its saved tensors. In 1F1B that peaks right after the warm-up.
   const int in_flight = std::min(warmup_tasks(c.pp, c.vp, c.microbatches(), stage) + 1, c.microbatches() * c.vp);
   m.microbatches_in_flight = in_flight;
-  const int L = work.layers_per_chunk();
   double per_chunk = 0;
   for (int ch = 0; ch < c.vp; ++ch) {
     int moe = work.moe_layers_in_chunk(stage, ch);
-    per_chunk = std::max(per_chunk, (L - moe) * work.dense_layer().saved_bytes + moe * work.moe_layer().saved_bytes);
+    int layers = work.layers_in_chunk(stage, ch);
+    per_chunk = std::max(per_chunk, (layers - moe) * work.dense_layer().saved_bytes + moe * work.moe_layer().saved_bytes);
   }
   m.activations = per_chunk * in_flight;
   if (stage == 0) m.activations += work.embedding().saved_bytes * std::min(in_flight, c.microbatches());

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "timeline_builder.hpp"
@@ -110,6 +111,8 @@ double hardware_flops_per_step(const ModelSpec& m, const TrainConfig& c) {
 Prediction predict(const ModelSpec& model, const HardwareSpec& hw, const Network& net, TrainConfig config,
                    int gpus, const PredictOptions& options) {
   validate(model, config, gpus);
+  if (config.dtype == DType::kFp8 && hw.peak(DType::kFp8) <= 0)
+    throw SpecError(fmt::format("config.dtype: fp8, but hardware {} has no FP8 peak (peak_tflops.fp8)", hw.name));
   const Workload work(model, hw, net, config);
   return predict(work, gpus, options);
 }
@@ -118,7 +121,7 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
   const ModelSpec& model = work.model();
   const HardwareSpec& hw = work.hardware();
   const TrainConfig& config = work.config();
-  const int S = config.pp, V = config.vp, M = config.microbatches(), L = work.layers_per_chunk();
+  const int S = config.pp, V = config.vp, M = config.microbatches();
 
   // Durations and parts per (stage, chunk) and micro-batch.
   PipelineSpec spec;
@@ -134,6 +137,7 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
     for (int c = 0; c < V; ++c) {
       Parts fwd, bwd;
       int moe = work.moe_layers_in_chunk(s, c);
+      const int L = work.layers_in_chunk(s, c);
       fwd.add(work.dense_layer().forward, L - moe);
       bwd.add(work.dense_layer().backward, L - moe);
       if (moe > 0) {
@@ -192,12 +196,12 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
     const double opt = work.optimizer_seconds(local);
     double grad_exposed = grad;
     if (config.overlap_grad_reduce && grad > 0) {
-      double tail = overlapped_grad_tail(run, s, V, L, grad, run.stage_end[s]);
+      double tail = overlapped_grad_tail(run, s, V, work.layers_in_chunk(s, 0), grad, run.stage_end[s]);
       grad_exposed = tail + (1.0 - hw.eff.dp_overlap) * (grad - tail);
     }
     double gather_exposed = gather;
     if (config.overlap_param_gather && gather > 0) {
-      double delay = overlapped_gather_delay(run, spec, s, L, gather);
+      double delay = overlapped_gather_delay(run, spec, s, work.layers_in_chunk(s, 0), gather);
       gather_exposed = delay + (1.0 - hw.eff.dp_overlap) * (gather - delay);
     }
     StageTimes& st = p.stages[s];

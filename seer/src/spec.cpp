@@ -181,6 +181,8 @@ TrainConfig config_from_json(const nlohmann::json& j) {
   c.dp = f.nonnegative_int("dp", 0);
   c.ep = f.positive_int("ep", 1);
   c.vp = f.positive_int("vp", 1);
+  c.first_stage_layers = f.nonnegative_int("first_stage_layers", 0);
+  c.last_stage_layers = f.nonnegative_int("last_stage_layers", 0);
   c.sequence_parallel = f.boolean("sequence_parallel", false);
   std::string rc = f.string("recompute", "none");
   if (rc == "none") c.recompute = Recompute::kNone;
@@ -245,6 +247,8 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"dp", c.dp},
           {"ep", c.ep},
           {"vp", c.vp},
+          {"first_stage_layers", c.first_stage_layers},
+          {"last_stage_layers", c.last_stage_layers},
           {"sequence_parallel", c.sequence_parallel},
           {"recompute", to_string(c.recompute)},
           {"distributed_optimizer", c.distributed_optimizer},
@@ -257,6 +261,30 @@ nlohmann::json to_json(const TrainConfig& c) {
 }
 
 // ---- consistency --------------------------------------------------------------------------------
+
+namespace {
+
+// First and last stages of their own size: one stage each, the middle ones even, every stage at
+// least one layer. With two stages a single given size leaves the rest to the other.
+std::string uneven_stage_error(const ModelSpec& m, TrainConfig& c) {
+  if (c.pp < 2) return "config.first_stage_layers/last_stage_layers: need config.pp > 1";
+  if (c.vp > 1) return "config.first_stage_layers/last_stage_layers: not with interleaving (config.vp > 1)";
+  int& first = c.first_stage_layers;
+  int& last = c.last_stage_layers;
+  // An unset end takes the middle stages' size: solve first + (pp-2) x middle + last = layers.
+  const int unset = (first == 0) + (last == 0);
+  const int shares = c.pp - 2 + unset;
+  const int rest = m.layers - first - last;
+  if (shares == 0 ? rest != 0 : (rest < shares || rest % shares != 0))
+    return fmt::format("config.first_stage_layers {} and last_stage_layers {}: the other {} of model.layers {} do not "
+                       "split evenly, at least one layer each, over the other {} stage(s)",
+                       first, last, rest, m.layers, c.pp - 2 + unset);
+  if (first == 0) first = rest / shares;
+  if (last == 0) last = rest / shares;
+  return {};
+}
+
+}  // namespace
 
 std::string validation_error(const ModelSpec& m, TrainConfig& c, int gpus) {
   if (gpus <= 0) return fmt::format("gpus: must be a positive integer, got {}", gpus);
@@ -271,8 +299,11 @@ std::string validation_error(const ModelSpec& m, TrainConfig& c, int gpus) {
   if (m.kv_heads % c.tp != 0 && c.tp % m.kv_heads != 0)
     return fmt::format("config.tp: {} and model.kv_heads {} do not divide one another", c.tp, m.kv_heads);
   if (m.ffn % c.tp != 0) return fmt::format("config.tp: {} does not divide model.ffn {}", c.tp, m.ffn);
-  if (m.layers % (c.pp * c.vp) != 0)
+  if (c.uneven_stages()) {
+    if (std::string e = uneven_stage_error(m, c); !e.empty()) return e;
+  } else if (m.layers % (c.pp * c.vp) != 0) {
     return fmt::format("config.pp x config.vp = {} does not divide model.layers {}", c.pp * c.vp, m.layers);
+  }
   if (c.vp > 1 && c.pp == 1) return fmt::format("config.vp: interleaving needs config.pp > 1");
   if (c.global_batch % (c.micro_batch * c.dp) != 0)
     return fmt::format("config.global_batch: {} is not a multiple of micro_batch {} x dp {}", c.global_batch,

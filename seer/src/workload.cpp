@@ -128,7 +128,7 @@ Dims dims_of(const ModelSpec& m, const TrainConfig& c) {
   d.q = double(m.heads) / d.t;
   d.kv = std::max(1.0, double(m.kv_heads) / d.t);
   d.ffn = double(m.ffn) / d.t;
-  d.e = 2;  // activations in bf16/fp16 (FP8 GEMM inputs are cast inside the GEMM)
+  d.e = 2;  // activations in bf16/fp16 (FP8 GEMMs cast their operands: gemm_op_seconds)
   d.swiglu = m.activation == Activation::kSwiglu;
   d.dropout = m.dropout > 0;
   d.flash = c.flash_attention;
@@ -384,11 +384,27 @@ BlockWork Workload::build_output() const {
   return w;
 }
 
+// FP8 GEMMs with per-tensor scaling (Transformer Engine): each operand is cast from BF16 (read 2
+// bytes, write 1, the amax for the next step's scale fused in) before the GEMM. A weight is cast
+// once per step and reused by every micro-batch (Megatron passes is_first_microbatch); a
+// weight-gradient GEMM's operands are both activations or gradients. Batched GEMMs (attention
+// scores without fused attention) stay in BF16.
+double Workload::gemm_op_seconds(const Op& op) const {
+  const bool fp8 = config_.dtype == DType::kFp8 && op.batch == 1 && hw_.peak(DType::kFp8) > 0;
+  if (!fp8) return gemm_seconds(hw_, config_.dtype == DType::kFp8 ? DType::kBf16 : config_.dtype, op.m, op.n, op.k, op.batch);
+  const double m = op.m, n = op.n, k = op.k;
+  const bool wgrad = std::string_view(op.name).find("wgrad") != std::string_view::npos;
+  const int microbatches = config_.dp > 0 && config_.micro_batch > 0 ? config_.microbatches() : 1;
+  const double weight_casts = wgrad ? 1.0 : 1.0 / std::max(microbatches, 1);
+  const double cast_bytes = 3.0 * m * k + 3.0 * k * n * weight_casts;
+  return gemm_seconds(hw_, DType::kFp8, m, n, k, 1) + memory_seconds(hw_, cast_bytes);
+}
+
 void Workload::cost(BlockWork& w) const {
   auto cost_ops = [&](std::vector<Op>& ops, bool backward) {
     for (auto& op : ops) {
       switch (op.kind) {
-        case OpKind::kGemm: op.seconds = gemm_seconds(hw_, config_.dtype, op.m, op.n, op.k, op.batch); break;
+        case OpKind::kGemm: op.seconds = gemm_op_seconds(op); break;
         case OpKind::kAttention:
           op.seconds = attention_seconds(hw_, config_.dtype, op.flops, op.bytes, backward && op.phase == Phase::kBackward);
           break;
@@ -405,11 +421,24 @@ void Workload::cost(BlockWork& w) const {
   cost_ops(w.backward, true);
 }
 
+int Workload::layers_in_chunk(int stage, int chunk) const {
+  if (!config_.uneven_stages()) return layers_per_chunk_;
+  (void)chunk;  // uneven stages are not interleaved: one chunk per stage
+  if (stage == 0) return config_.first_stage_layers;
+  if (stage == config_.pp - 1) return config_.last_stage_layers;
+  return (model_.layers - config_.first_stage_layers - config_.last_stage_layers) / (config_.pp - 2);
+}
+
+int Workload::first_layer(int stage, int chunk) const {
+  if (!config_.uneven_stages()) return (chunk * config_.pp + stage) * layers_per_chunk_;
+  return stage == 0 ? 0 : config_.first_stage_layers + (stage - 1) * layers_in_chunk(1, 0);
+}
+
 int Workload::moe_layers_in_chunk(int stage, int chunk) const {
   if (!model_.is_moe()) return 0;
-  int first = (chunk * config_.pp + stage) * layers_per_chunk_;
+  const int first = first_layer(stage, chunk), n = layers_in_chunk(stage, chunk);
   int count = 0;
-  for (int l = first; l < first + layers_per_chunk_; ++l) count += model_.layer_is_moe(l) ? 1 : 0;
+  for (int l = first; l < first + n; ++l) count += model_.layer_is_moe(l) ? 1 : 0;
   return count;
 }
 
@@ -418,7 +447,7 @@ Workload::StageParams Workload::stage_params(int stage) const {
   const double t = config_.tp;
   for (int c = 0; c < config_.vp; ++c) {
     int moe = moe_layers_in_chunk(stage, c);
-    int dense = layers_per_chunk_ - moe;
+    int dense = layers_in_chunk(stage, c) - moe;
     p.dense += dense * (model_.attention_params() + model_.dense_mlp_params()) / t;
     p.dense += moe * (model_.attention_params() / t + double(model_.hidden) * model_.experts);
     p.expert += moe * model_.expert_params() * model_.experts / config_.ep;

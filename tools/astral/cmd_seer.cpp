@@ -34,7 +34,8 @@ struct Common {
 struct LayoutFlags {
   std::string config;
   int global_batch = 0, micro_batch = 0, tp = 0, pp = 0, dp = -1, ep = 0, vp = 0;
-  std::string recompute;
+  int first_stage_layers = -1, last_stage_layers = -1;
+  std::string recompute, dtype;
   bool sp = false, no_sp = false, dist_opt = false, flash = false, no_flash = false;
 };
 
@@ -60,6 +61,12 @@ void add_layout(CLI::App* app, LayoutFlags& f) {
   app->add_option("--dp", f.dp, "data-parallel size (default: GPUs / (tp x pp))")->check(CLI::PositiveNumber);
   app->add_option("--ep", f.ep, "expert-parallel size")->check(CLI::PositiveNumber);
   app->add_option("--vp", f.vp, "virtual pipeline stages (interleaved 1F1B)")->check(CLI::PositiveNumber);
+  app->add_option("--first-stage-layers", f.first_stage_layers, "layers of the first pipeline stage (0: an even split)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--last-stage-layers", f.last_stage_layers, "layers of the last pipeline stage (0: an even split)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--dtype", f.dtype, "GEMM precision: bf16 | fp16 | fp8 (per-tensor scaled) | tf32 | fp32")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp8", "tf32", "fp32"}));
   app->add_option("--recompute", f.recompute, "none | selective | full")
       ->check(CLI::IsMember({"none", "selective", "full"}));
   app->add_flag("--sequence-parallel", f.sp, "turn sequence parallelism on");
@@ -80,6 +87,9 @@ TrainConfig layout_of(const LayoutFlags& f) {
   if (f.tp || f.pp) c.dp = f.dp > 0 ? f.dp : 0;  // re-derive unless given
   if (f.ep) c.ep = f.ep;
   if (f.vp) c.vp = f.vp;
+  if (f.first_stage_layers >= 0) c.first_stage_layers = f.first_stage_layers;
+  if (f.last_stage_layers >= 0) c.last_stage_layers = f.last_stage_layers;
+  if (!f.dtype.empty()) c.dtype = dtype_from_string(f.dtype, "--dtype");
   if (!f.recompute.empty())
     c.recompute = f.recompute == "full" ? Recompute::kFull
                   : f.recompute == "selective" ? Recompute::kSelective : Recompute::kNone;
@@ -174,6 +184,7 @@ struct SearchArgs {
   SearchOptions options;
   bool quiet = false;
   std::string recompute_list;
+  std::vector<std::string> dtype_list;
   std::string base_config;
 };
 
@@ -208,6 +219,7 @@ int run_search(const SearchArgs& a) {
     if (opts.global_batch == 0) opts.global_batch = opts.base.global_batch;
   }
   if (!a.recompute_list.empty()) opts.recompute = recompute_modes(a.recompute_list);
+  for (const auto& d : a.dtype_list) opts.dtypes.push_back(dtype_from_string(d, "--dtypes"));
   const bool terminal = isatty(STDERR_FILENO);
   if (!a.quiet && terminal) opts.progress = draw_search_progress;
   SearchResult r = search(model, hw, net, a.common.gpus, opts);
@@ -232,6 +244,11 @@ CLI::App* add_search(CLI::App* seer, SearchArgs& a) {
   cmd->add_option("--vp", o.vp, "virtual pipeline stages to try (default 1,2,3,4,6,8)")->delimiter(',');
   cmd->add_option("--ep", o.ep, "expert-parallel sizes to try (default: divisors of the expert count)")->delimiter(',');
   cmd->add_option("--recompute", a.recompute_list, "recompute modes to try (default none,selective,full)");
+  cmd->add_option("--dtypes", a.dtype_list, "GEMM precisions to try, e.g. bf16,fp8 (default: the --config's; fp8 "
+                                             "only where the hardware has an FP8 peak)")
+      ->delimiter(',');
+  cmd->add_flag("!--no-lighter-end-stages", o.lighter_end_stages,
+                "only even pipeline splits (default: also first and last stages one layer lighter)");
   cmd->add_option("--config", a.base_config,
                   "configuration whose fixed switches (dtype, flash attention, overlaps) the layouts share");
   cmd->add_flag("--no-progress", a.quiet, "no progress bar on stderr");

@@ -113,6 +113,11 @@ struct TrainConfig {
   int dp = 0;
   int ep = 1;               // expert parallel, within tp x dp (MoE layers use expert TP = 1)
   int vp = 1;               // virtual pipeline stages (interleaved 1F1B when > 1)
+  // Layers of the first and last pipeline stage when they differ from the rest (Megatron's
+  // --decoder-first/last-pipeline-num-layers: large runs lighten the stages that also hold the
+  // embedding and the output layer); 0 = an even split. The middle stages share the rest evenly.
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
   bool distributed_optimizer = false;
@@ -125,6 +130,7 @@ struct TrainConfig {
   bool fp32_grad_reduce = true;  // reduce gradients in fp32 (Megatron's default with bf16)
 
   int microbatches() const { return global_batch / (micro_batch * dp); }
+  bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }
   int gpus() const { return tp * pp * dp; }
 };
 
