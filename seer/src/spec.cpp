@@ -180,6 +180,7 @@ TrainConfig config_from_json(const nlohmann::json& j) {
   c.pp = f.positive_int("pp", 1);
   c.dp = f.nonnegative_int("dp", 0);
   c.ep = f.positive_int("ep", 1);
+  c.ep_imbalance = f.number("ep_imbalance", 1.0, 1.0, 1e6);
   c.vp = f.positive_int("vp", 1);
   c.first_stage_layers = f.nonnegative_int("first_stage_layers", 0);
   c.last_stage_layers = f.nonnegative_int("last_stage_layers", 0);
@@ -246,6 +247,7 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"pp", c.pp},
           {"dp", c.dp},
           {"ep", c.ep},
+          {"ep_imbalance", c.ep_imbalance},
           {"vp", c.vp},
           {"first_stage_layers", c.first_stage_layers},
           {"last_stage_layers", c.last_stage_layers},
@@ -325,6 +327,8 @@ std::string validation_error(const ModelSpec& m, TrainConfig& c, int gpus) {
       return fmt::format("config.ep: {} does not divide tp x dp = {}", c.ep, c.tp * c.dp);
     if (m.experts % c.ep != 0) return fmt::format("config.ep: {} does not divide model.moe.experts {}", c.ep, m.experts);
   }
+  if (c.ep_imbalance > c.ep)
+    return fmt::format("config.ep_imbalance: {} is more than ep {} (every token on one rank)", c.ep_imbalance, c.ep);
   return {};
 }
 

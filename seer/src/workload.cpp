@@ -273,7 +273,8 @@ BlockWork Workload::build_layer(bool moe) const {
     // Tokens are split across TP ranks for the MoE block; experts are full width (ETP = 1).
     const double tokens = d.n / d.t;
     const double local_experts = double(model_.experts) / config_.ep;
-    const double routed = tokens * model_.top_k * model_.capacity_factor;
+    // The busiest expert-parallel rank's share: it sets the pace of the experts and all-to-all.
+    const double routed = tokens * model_.top_k * model_.capacity_factor * config_.ep_imbalance;
     const double per_expert = routed / local_experts;
     const double eff_ffn = model_.expert_ffn;
     const double routed_act = routed * d.h * d.e;

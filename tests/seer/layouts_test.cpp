@@ -131,3 +131,34 @@ TEST_CASE("the search tries lighter end stages and FP8 where the hardware has it
   REQUIRE_FALSE(r.top.empty());
   CHECK(r.top.front().config.dtype == DType::kFp8);
 }
+
+TEST_CASE("a skewed router slows the experts and the all-to-all by the busiest rank's share") {
+  ModelSpec m = load_model("mixtral-8x7b");
+  HardwareSpec hw = load_hardware("h100-sxm");
+  TrainConfig c;
+  c.global_batch = 64;
+  c.tp = 1;
+  c.ep = 8;
+  c.recompute = Recompute::kFull;
+  c.distributed_optimizer = true;
+  TrainConfig skewed = c;
+  skewed.ep_imbalance = 1.5;
+  validate(m, c, 64);
+  validate(m, skewed, 64);
+  Network net = uniform_network(hw, 64);
+  Workload even(m, hw, net, c), skew(m, hw, net, skewed);
+  auto op = [](const Workload& w, const char* name) {
+    for (const Op& o : w.moe_layer().forward)
+      if (std::string(o.name) == name) return o;
+    FAIL("no op " << name);
+    return Op{};
+  };
+  CHECK(op(skew, "expert_fc1").flops == Approx(1.5 * op(even, "expert_fc1").flops));
+  CHECK(op(skew, "ep_dispatch").bytes == Approx(1.5 * op(even, "ep_dispatch").bytes));
+  CHECK(op(skew, "ep_dispatch").seconds > 1.3 * op(even, "ep_dispatch").seconds);
+  CHECK(predict(m, hw, net, skewed, 64).step_time > predict(m, hw, net, c, 64).step_time);
+  // More than every token on one rank is impossible, and said so.
+  TrainConfig impossible = c;
+  impossible.ep_imbalance = 9;
+  CHECK(validation_error(m, impossible, 64).find("config.ep_imbalance") != std::string::npos);
+}

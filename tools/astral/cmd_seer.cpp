@@ -35,6 +35,7 @@ struct LayoutFlags {
   std::string config;
   int global_batch = 0, micro_batch = 0, tp = 0, pp = 0, dp = -1, ep = 0, vp = 0;
   int first_stage_layers = -1, last_stage_layers = -1;
+  double ep_imbalance = 0;
   std::string recompute, dtype;
   bool sp = false, no_sp = false, dist_opt = false, flash = false, no_flash = false;
 };
@@ -60,6 +61,9 @@ void add_layout(CLI::App* app, LayoutFlags& f) {
   app->add_option("--pp", f.pp, "pipeline-parallel size")->check(CLI::PositiveNumber);
   app->add_option("--dp", f.dp, "data-parallel size (default: GPUs / (tp x pp))")->check(CLI::PositiveNumber);
   app->add_option("--ep", f.ep, "expert-parallel size")->check(CLI::PositiveNumber);
+  app->add_option("--ep-imbalance", f.ep_imbalance,
+                  "router skew: tokens of the busiest expert-parallel rank over the mean (1 to ep)")
+      ->check(CLI::Range(1.0, 1e6));
   app->add_option("--vp", f.vp, "virtual pipeline stages (interleaved 1F1B)")->check(CLI::PositiveNumber);
   app->add_option("--first-stage-layers", f.first_stage_layers, "layers of the first pipeline stage (0: an even split)")
       ->check(CLI::NonNegativeNumber);
@@ -86,6 +90,7 @@ TrainConfig layout_of(const LayoutFlags& f) {
   if (f.dp > 0) c.dp = f.dp;
   if (f.tp || f.pp) c.dp = f.dp > 0 ? f.dp : 0;  // re-derive unless given
   if (f.ep) c.ep = f.ep;
+  if (f.ep_imbalance > 0) c.ep_imbalance = f.ep_imbalance;
   if (f.vp) c.vp = f.vp;
   if (f.first_stage_layers >= 0) c.first_stage_layers = f.first_stage_layers;
   if (f.last_stage_layers >= 0) c.last_stage_layers = f.last_stage_layers;

@@ -112,6 +112,10 @@ struct TrainConfig {
   int pp = 1;
   int dp = 0;
   int ep = 1;               // expert parallel, within tp x dp (MoE layers use expert TP = 1)
+  // Token imbalance of the router: the tokens the busiest expert-parallel rank receives over the
+  // mean (after any capacity limit), 1 to ep. The busiest rank sets the pace of the all-to-all
+  // and of the expert GEMMs; a skewed router (DeepSeek-V3-style wide EP) makes it > 1.
+  double ep_imbalance = 1.0;
   int vp = 1;               // virtual pipeline stages (interleaved 1F1B when > 1)
   // Layers of the first and last pipeline stage when they differ from the rest (Megatron's
   // --decoder-first/last-pipeline-num-layers: large runs lighten the stages that also hold the
