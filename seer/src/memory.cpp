@@ -18,11 +18,12 @@ MemoryEstimate estimate_memory(const Workload& work, int stage) {
 
   const auto params = work.stage_params(stage);
   const double all = params.dense + params.expert;
-  const int edp = c.tp * c.dp / std::max(c.ep, 1);
+  const int edp = c.tp * c.cp * c.dp / std::max(c.ep, 1);
+  const int ddp = c.dp * c.cp;  // the distributed optimizer shards over the CP ranks too
   m.weights = all * 2.0;
   m.gradients = all * (c.fp32_grad_reduce ? 4.0 : 2.0);
   const double state = 12.0;  // fp32 master weights + Adam m and v
-  m.optimizer = c.distributed_optimizer ? state * (params.dense / c.dp + params.expert / edp) : state * all;
+  m.optimizer = c.distributed_optimizer ? state * (params.dense / ddp + params.expert / edp) : state * all;
 
   // Activations: every chunk-micro-batch a stage has started forward but not yet finished
   // backward holds its saved tensors. In 1F1B that peaks right after the warm-up.

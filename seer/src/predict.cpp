@@ -30,15 +30,16 @@ namespace {
 
 // Critical-path parts of a list of operators.
 struct Parts {
-  double compute = 0, tp = 0, ep = 0;
+  double compute = 0, tp = 0, ep = 0, cp = 0;
   void add(const std::vector<Op>& ops, double times) {
     for (const auto& op : ops) {
       if (!op.is_comm()) compute += op.seconds * times;
       else if (op.dim == CommDim::kEp) ep += op.exposed() * times;
+      else if (op.dim == CommDim::kCp) cp += op.exposed() * times;
       else tp += op.exposed() * times;
     }
   }
-  double total() const { return compute + tp + ep; }
+  double total() const { return compute + tp + ep + cp; }
 };
 
 // The chunks of `stage` sorted by a per-(stage, chunk) time.
@@ -157,6 +158,7 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
       parts[s].compute += (fwd.compute + bwd.compute) * M;
       parts[s].tp += (fwd.tp + bwd.tp) * M;
       parts[s].ep += (fwd.ep + bwd.ep) * M;
+      parts[s].cp += (fwd.cp + bwd.cp) * M;
     }
   }
   // A lower bound no schedule can beat: the busiest stage's own work. A search that already has
@@ -190,8 +192,8 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
     const auto params = work.stage_params(s);
     const double grad = work.grad_reduce_seconds(params);
     const double gather = work.param_gather_seconds(params);
-    const int edp = config.tp * config.dp / std::max(config.ep, 1);
-    const double local = config.distributed_optimizer ? params.dense / config.dp + params.expert / edp
+    const int edp = config.tp * config.cp * config.dp / std::max(config.ep, 1);
+    const double local = config.distributed_optimizer ? params.dense / (config.dp * config.cp) + params.expert / edp
                                                       : params.dense + params.expert;
     const double opt = work.optimizer_seconds(local);
     double grad_exposed = grad;
@@ -207,6 +209,7 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
     StageTimes& st = p.stages[s];
     st.compute = parts[s].compute;
     st.tp = parts[s].tp;
+    st.cp = parts[s].cp;
     st.ep = parts[s].ep;
     st.pp = run.stage_p2p[s];
     st.dp = grad_exposed + gather_exposed;
@@ -222,8 +225,9 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
                          p.stages.begin());
   const StageTimes& cs = p.stages[p.critical_stage];
   p.step_time = cs.end;
-  p.breakdown = {cs.compute, cs.tp, cs.ep, cs.pp, cs.dp, cs.optimizer, 0, hw.eff.step_overhead, straggle * cs.compute};
-  p.breakdown.bubble = std::max(0.0, p.step_time - (cs.compute + cs.tp + cs.ep + cs.pp + cs.dp + cs.optimizer +
+  p.breakdown = {cs.compute, cs.tp, cs.ep, cs.pp, cs.dp, cs.optimizer, 0, hw.eff.step_overhead,
+                 straggle * cs.compute, cs.cp};
+  p.breakdown.bubble = std::max(0.0, p.step_time - (cs.compute + cs.tp + cs.ep + cs.cp + cs.pp + cs.dp + cs.optimizer +
                                                     hw.eff.step_overhead + p.breakdown.straggler));
 
   const double peak = hw.peak(config.dtype) > 0 ? hw.peak(config.dtype) : hw.peak(DType::kBf16);
@@ -262,7 +266,7 @@ nlohmann::json to_json(const Prediction& p) {
           {"memory_gib_per_gpu", p.memory.total() / kGiB},
           {"memory", to_json(p.memory)},
           {"breakdown",
-           {{"compute_s", b.compute}, {"exposed_comm_s", {{"tp", b.tp}, {"ep", b.ep}, {"pp", b.pp}, {"dp", b.dp}}},
+           {{"compute_s", b.compute}, {"exposed_comm_s", {{"tp", b.tp}, {"ep", b.ep}, {"cp", b.cp}, {"pp", b.pp}, {"dp", b.dp}}},
             {"optimizer_s", b.optimizer}, {"bubble_s", b.bubble}, {"overhead_s", b.overhead},
             {"straggler_s", b.straggler}}},
           {"critical_stage", p.critical_stage},

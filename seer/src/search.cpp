@@ -58,19 +58,26 @@ std::vector<TrainConfig> enumerate_layouts(const ModelSpec& model, const Network
   auto vps = o.vp.empty() ? std::vector<int>{1, 2, 3, 4, 6, 8} : o.vp;
   std::vector<int> eps = o.ep;
   if (eps.empty()) eps = model.is_moe() ? divisors(model.experts, model.experts) : std::vector<int>{1};
+  // Context parallelism only pays for long sequences; each size must split them in 2 x cp chunks.
+  std::vector<int> cps = o.cp;
+  if (cps.empty()) cps = model.seq_len >= 16384 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1};
+  std::vector<std::pair<int, int>> tp_cp;
+  for (int tp : tps)
+    for (int cp : cps)
+      if (cp == 1 || (model.seq_len % (2 * cp) == 0 && o.base.flash_attention)) tp_cp.emplace_back(tp, cp);
   std::vector<TrainConfig> out;
-  for (int tp : tps) {
-    if (gpus % tp != 0) continue;
+  for (auto [tp, cp] : tp_cp) {
+    if (gpus % (tp * cp) != 0) continue;
     for (int pp : pps) {
-      if (gpus % (tp * pp) != 0) continue;
-      const int dp = gpus / (tp * pp);
+      if (gpus % (tp * cp * pp) != 0) continue;
+      const int dp = gpus / (tp * cp * pp);
       for (int mb : mbs) {
         if (gb % (mb * dp) != 0) continue;
         for (int vp : vps) {
           if (vp > 1 && pp == 1) continue;
           const auto splits = stage_splits(model.layers, pp, vp, o.lighter_end_stages);
           for (int ep : eps) {
-            if ((tp * dp) % ep != 0) continue;
+            if ((tp * cp * dp) % ep != 0) continue;
             for (Recompute rc : o.recompute)
               for (bool sp : o.sequence_parallel) {
                 // Fused attention keeps no score matrix, so selective recomputation has nothing to
@@ -84,7 +91,7 @@ std::vector<TrainConfig> enumerate_layouts(const ModelSpec& model, const Network
                   TrainConfig c = o.base;
                   c.global_batch = gb;
                   c.micro_batch = mb;
-                  c.tp = tp, c.pp = pp, c.dp = dp, c.ep = ep, c.vp = vp;
+                  c.tp = tp, c.cp = cp, c.pp = pp, c.dp = dp, c.ep = ep, c.vp = vp;
                   c.recompute = rc;
                   c.sequence_parallel = sp;
                   c.distributed_optimizer = dist;

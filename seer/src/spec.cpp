@@ -179,6 +179,7 @@ TrainConfig config_from_json(const nlohmann::json& j) {
   c.tp = f.positive_int("tp", 1);
   c.pp = f.positive_int("pp", 1);
   c.dp = f.nonnegative_int("dp", 0);
+  c.cp = f.positive_int("cp", 1);
   c.ep = f.positive_int("ep", 1);
   c.ep_imbalance = f.number("ep_imbalance", 1.0, 1.0, 1e6);
   c.vp = f.positive_int("vp", 1);
@@ -246,6 +247,7 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"tp", c.tp},
           {"pp", c.pp},
           {"dp", c.dp},
+          {"cp", c.cp},
           {"ep", c.ep},
           {"ep_imbalance", c.ep_imbalance},
           {"vp", c.vp},
@@ -290,13 +292,19 @@ std::string uneven_stage_error(const ModelSpec& m, TrainConfig& c) {
 
 std::string validation_error(const ModelSpec& m, TrainConfig& c, int gpus) {
   if (gpus <= 0) return fmt::format("gpus: must be a positive integer, got {}", gpus);
-  int tp_pp = c.tp * c.pp;
+  int tp_pp = c.tp * c.cp * c.pp;
   if (gpus % tp_pp != 0)
-    return fmt::format("config.tp x config.pp = {} does not divide the GPU count {}", tp_pp, gpus);
+    return c.cp > 1 ? fmt::format("config.tp x config.cp x config.pp = {} does not divide the GPU count {}", tp_pp, gpus)
+                    : fmt::format("config.tp x config.pp = {} does not divide the GPU count {}", tp_pp, gpus);
   if (c.dp == 0) c.dp = gpus / tp_pp;
   if (c.gpus() != gpus)
-    return fmt::format("config.dp: tp {} x pp {} x dp {} = {} GPUs, but {} were given", c.tp, c.pp, c.dp,
+    return fmt::format("config.dp: tp {} x cp {} x pp {} x dp {} = {} GPUs, but {} were given", c.tp, c.cp, c.pp, c.dp,
          c.gpus(), gpus);
+  if (c.cp > 1 && m.seq_len % (2 * c.cp) != 0)
+    return fmt::format("config.cp: {} x 2 chunks (causal load balancing) does not divide model.seq_len {}", c.cp,
+                       m.seq_len);
+  if (c.cp > 1 && !c.flash_attention)
+    return "config.cp: ring attention needs flash_attention (fused attention kernels)";
   if (m.heads % c.tp != 0) return fmt::format("config.tp: {} does not divide model.heads {}", c.tp, m.heads);
   if (m.kv_heads % c.tp != 0 && c.tp % m.kv_heads != 0)
     return fmt::format("config.tp: {} and model.kv_heads {} do not divide one another", c.tp, m.kv_heads);
@@ -323,8 +331,8 @@ std::string validation_error(const ModelSpec& m, TrainConfig& c, int gpus) {
     return fmt::format("config.sequence_parallel: config.tp {} does not divide model.seq_len {}", c.tp, m.seq_len);
   if (c.ep > 1) {
     if (!m.is_moe()) return fmt::format("config.ep: {} but the model has no experts", c.ep);
-    if ((c.tp * c.dp) % c.ep != 0)
-      return fmt::format("config.ep: {} does not divide tp x dp = {}", c.ep, c.tp * c.dp);
+    if ((c.tp * c.cp * c.dp) % c.ep != 0)
+      return fmt::format("config.ep: {} does not divide tp x cp x dp = {}", c.ep, c.tp * c.cp * c.dp);
     if (m.experts % c.ep != 0) return fmt::format("config.ep: {} does not divide model.moe.experts {}", c.ep, m.experts);
   }
   if (c.ep_imbalance > c.ep)

@@ -162,3 +162,71 @@ TEST_CASE("a skewed router slows the experts and the all-to-all by the busiest r
   impossible.ep_imbalance = 9;
   CHECK(validation_error(m, impossible, 64).find("config.ep_imbalance") != std::string::npos);
 }
+
+TEST_CASE("context parallelism splits the sequence: attention and activations per GPU fall, K/V ring overlaps") {
+  ModelSpec m = load_model("llama3-70b");
+  m.seq_len = 131072;  // Llama 3's long-context stage
+  HardwareSpec hw = load_hardware("h100-sxm");
+  auto layout = [&](int cp, int gpus) {
+    TrainConfig c;
+    c.global_batch = 8;
+    c.tp = 8;
+    c.pp = 8;
+    c.cp = cp;
+    c.sequence_parallel = true;
+    c.recompute = Recompute::kFull;
+    c.distributed_optimizer = true;
+    validate(m, c, gpus);
+    return c;
+  };
+  TrainConfig one = layout(1, 64), eight = layout(8, 512);
+  CHECK(eight.dp == 1);
+  Network net1 = uniform_network(hw, 64), net8 = uniform_network(hw, 512);
+  Workload w1(m, hw, net1, one), w8(m, hw, net8, eight);
+  auto op = [](const std::vector<Op>& ops, const char* name) {
+    for (const Op& o : ops)
+      if (std::string(o.name) == name) return o;
+    FAIL("no op " << name);
+    return Op{};
+  };
+  // Each rank's queries are 1/8 of the sequence and attend to all of it.
+  CHECK(op(w8.dense_layer().forward, "flash_attention").flops ==
+        Approx(op(w1.dense_layer().forward, "flash_attention").flops / 8));
+  Op ring = op(w8.dense_layer().forward, "cp_kv_exchange");
+  CHECK(ring.seconds > 0);
+  CHECK(ring.hidden > 0);
+  CHECK(ring.hidden <= 1);
+  CHECK(op(w8.dense_layer().backward, "cp_kv_exchange.bwd").bytes == Approx(2 * ring.bytes));
+  Prediction p1 = predict(m, hw, net1, one, 64), p8 = predict(m, hw, net8, eight, 512);
+  CHECK(p8.memory.activations < 0.2 * p1.memory.activations);
+  // The CP ranks reduce gradients together although dp is 1.
+  CHECK(w8.grad_reduce_seconds(w8.stage_params(1)) > 0);
+  CHECK(p8.step_time < p1.step_time);
+  CHECK(nlohmann::json(to_json(p8))["breakdown"]["exposed_comm_s"].contains("cp"));
+}
+
+TEST_CASE("context parallelism is validated, and searched for long sequences only") {
+  ModelSpec m = load_model("llama3-70b");  // 8192 tokens
+  TrainConfig odd;
+  odd.global_batch = 8;
+  odd.tp = 8;
+  odd.cp = 3;
+  CHECK(validation_error(m, odd, 24).find("config.cp: 3") != std::string::npos);
+  TrainConfig unfused = odd;
+  unfused.cp = 2;
+  unfused.flash_attention = false;
+  CHECK(validation_error(m, unfused, 16).find("flash_attention") != std::string::npos);
+  HardwareSpec hw = load_hardware("h100-sxm");
+  Network net = uniform_network(hw, 512);
+  SearchOptions o;
+  o.tp = {8};
+  o.micro_batch = {1};
+  o.vp = {1};
+  o.global_batch = 64;
+  auto any_cp = [](const std::vector<TrainConfig>& ls) {
+    return std::any_of(ls.begin(), ls.end(), [](const TrainConfig& c) { return c.cp > 1; });
+  };
+  CHECK_FALSE(any_cp(enumerate_layouts(m, net, 512, o, &hw)));
+  m.seq_len = 65536;
+  CHECK(any_cp(enumerate_layouts(m, net, 512, o, &hw)));
+}

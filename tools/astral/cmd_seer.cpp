@@ -33,7 +33,7 @@ struct Common {
 // Layout flags that override (or replace) a config file.
 struct LayoutFlags {
   std::string config;
-  int global_batch = 0, micro_batch = 0, tp = 0, pp = 0, dp = -1, ep = 0, vp = 0;
+  int global_batch = 0, micro_batch = 0, tp = 0, cp = 0, pp = 0, dp = -1, ep = 0, vp = 0;
   int first_stage_layers = -1, last_stage_layers = -1;
   double ep_imbalance = 0;
   std::string recompute, dtype;
@@ -61,6 +61,7 @@ void add_layout(CLI::App* app, LayoutFlags& f) {
   app->add_option("--pp", f.pp, "pipeline-parallel size")->check(CLI::PositiveNumber);
   app->add_option("--dp", f.dp, "data-parallel size (default: GPUs / (tp x pp))")->check(CLI::PositiveNumber);
   app->add_option("--ep", f.ep, "expert-parallel size")->check(CLI::PositiveNumber);
+  app->add_option("--cp", f.cp, "context-parallel size (ring attention)")->check(CLI::PositiveNumber);
   app->add_option("--ep-imbalance", f.ep_imbalance,
                   "router skew: tokens of the busiest expert-parallel rank over the mean (1 to ep)")
       ->check(CLI::Range(1.0, 1e6));
@@ -88,8 +89,9 @@ TrainConfig layout_of(const LayoutFlags& f) {
   if (f.tp) c.tp = f.tp;
   if (f.pp) c.pp = f.pp;
   if (f.dp > 0) c.dp = f.dp;
-  if (f.tp || f.pp) c.dp = f.dp > 0 ? f.dp : 0;  // re-derive unless given
+  if (f.tp || f.pp || f.cp) c.dp = f.dp > 0 ? f.dp : 0;  // re-derive unless given
   if (f.ep) c.ep = f.ep;
+  if (f.cp) c.cp = f.cp;
   if (f.ep_imbalance > 0) c.ep_imbalance = f.ep_imbalance;
   if (f.vp) c.vp = f.vp;
   if (f.first_stage_layers >= 0) c.first_stage_layers = f.first_stage_layers;
@@ -248,6 +250,8 @@ CLI::App* add_search(CLI::App* seer, SearchArgs& a) {
   cmd->add_option("--micro-batch", o.micro_batch, "micro-batch sizes to try (default 1,2,4,8)")->delimiter(',');
   cmd->add_option("--vp", o.vp, "virtual pipeline stages to try (default 1,2,3,4,6,8)")->delimiter(',');
   cmd->add_option("--ep", o.ep, "expert-parallel sizes to try (default: divisors of the expert count)")->delimiter(',');
+  cmd->add_option("--cp", o.cp, "context-parallel sizes to try (default 1; 1,2,4,8 for sequences of 16K or more)")
+      ->delimiter(',');
   cmd->add_option("--recompute", a.recompute_list, "recompute modes to try (default none,selective,full)");
   cmd->add_option("--dtypes", a.dtype_list, "GEMM precisions to try, e.g. bf16,fp8 (default: the --config's; fp8 "
                                              "only where the hardware has an FP8 peak)")

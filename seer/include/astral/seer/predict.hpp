@@ -25,6 +25,7 @@ struct Breakdown {
   double bubble = 0;     // idle: pipeline fill/drain and waiting for neighbours
   double overhead = 0;   // the profile's fixed per-step overhead (efficiency.step_overhead_ms)
   double straggler = 0;  // waiting for the slowest rank (efficiency.straggler_cv)
+  double cp = 0;         // exposed context-parallel K/V exchange (ring attention)
 };
 
 // E[max of n independent standard normals]: exact for n <= 2, Blom's approximation beyond,
@@ -57,7 +58,7 @@ double hardware_flops_per_step(const ModelSpec& model, const TrainConfig& config
 
 struct StageTimes {
   double end = 0;        // step time as seen by this stage (after DP and optimizer)
-  double compute = 0, tp = 0, ep = 0, pp = 0, dp = 0, optimizer = 0;
+  double compute = 0, tp = 0, ep = 0, pp = 0, dp = 0, optimizer = 0, cp = 0;
 };
 
 struct Prediction {

@@ -15,6 +15,8 @@ struct SearchOptions {
   int top_k = 10;
   // Candidate values per dimension; empty lists get defaults from the model and the GPU count.
   std::vector<int> tp, pp, micro_batch, vp, ep;
+  // Context-parallel sizes; empty: 1, plus 2, 4 and 8 for sequences of 16K tokens or more.
+  std::vector<int> cp;
   std::vector<Recompute> recompute{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   std::vector<bool> sequence_parallel{false, true};
   std::vector<bool> distributed_optimizer{false, true};

@@ -111,6 +111,10 @@ struct TrainConfig {
   int tp = 1;
   int pp = 1;
   int dp = 0;
+  // Context parallelism (ring attention): the sequence is split over cp ranks (TP innermost, then
+  // CP, then DP), attention exchanges K and V around the CP ring, and the CP ranks reduce their
+  // gradients with the DP group, as Megatron-core does (Llama 3 405B trained with it).
+  int cp = 1;
   int ep = 1;               // expert parallel, within tp x dp (MoE layers use expert TP = 1)
   // Token imbalance of the router: the tokens the busiest expert-parallel rank receives over the
   // mean (after any capacity limit), 1 to ep. The busiest rank sets the pace of the all-to-all
@@ -135,7 +139,7 @@ struct TrainConfig {
 
   int microbatches() const { return global_batch / (micro_batch * dp); }
   bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }
-  int gpus() const { return tp * pp * dp; }
+  int gpus() const { return tp * cp * pp * dp; }
 };
 
 // Checks that config fits model and GPU count, fills dp when 0, and throws SpecError naming the

@@ -31,7 +31,7 @@ enum class OpKind : std::uint8_t {
 const char* to_string(OpKind k);
 
 // The parallel dimension a collective runs on.
-enum class CommDim : std::uint8_t { kNone, kTp, kEp, kPp, kDp };
+enum class CommDim : std::uint8_t { kNone, kTp, kEp, kPp, kDp, kCp };
 const char* to_string(CommDim d);
 
 enum class Phase : std::uint8_t { kForward, kBackward, kRecompute };
@@ -114,11 +114,13 @@ class Workload {
   BlockWork build_output() const;
   void cost(BlockWork& w) const;
   double gemm_op_seconds(const Op& op) const;  // with FP8's casts when config.dtype is fp8
+  static void hide_kv_exchange(std::vector<Op>& ops);
 
   const ModelSpec& model_;
   const HardwareSpec& hw_;
   const TrainConfig& config_;
   CollectiveModel tp_;
+  CollectiveModel cp_;
   CollectiveModel ep_;
   CollectiveModel dp_;
   CollectiveModel edp_;  // data parallel for expert weights
