@@ -26,6 +26,14 @@ TrainConfig pipeline(int pp, int first, int last) {
   return c;
 }
 
+// The operator of that name in a block's list (a failed check when there is none).
+Op op_named(const std::vector<Op>& ops, const char* name) {
+  for (const Op& o : ops)
+    if (std::string(o.name) == name) return o;
+  FAIL("no op " << name);
+  return Op{};
+}
+
 }  // namespace
 
 TEST_CASE("lighter first and last stages: layer counts, stage times and memory follow them") {
@@ -79,12 +87,7 @@ TEST_CASE("FP8 GEMMs run at the FP8 peak but pay for their casts, and hardware w
   validate(m, fp8, 64);
   Network net = uniform_network(hw, 64);
   Workload wb(m, hw, net, bf16), wf(m, hw, net, fp8);
-  auto op = [](const Workload& w, const char* name) {
-    for (const Op& o : w.dense_layer().forward)
-      if (std::string(o.name) == name) return o;
-    FAIL("no op " << name);
-    return Op{};
-  };
+  auto op = [](const Workload& w, const char* name) { return op_named(w.dense_layer().forward, name); };
   Op fc1_b = op(wb, "fc1"), fc1_f = op(wf, "fc1");
   // Twice the peak, less than twice as fast: the operands' casts are memory traffic.
   CHECK(fc1_f.seconds < fc1_b.seconds);
@@ -147,12 +150,7 @@ TEST_CASE("a skewed router slows the experts and the all-to-all by the busiest r
   validate(m, skewed, 64);
   Network net = uniform_network(hw, 64);
   Workload even(m, hw, net, c), skew(m, hw, net, skewed);
-  auto op = [](const Workload& w, const char* name) {
-    for (const Op& o : w.moe_layer().forward)
-      if (std::string(o.name) == name) return o;
-    FAIL("no op " << name);
-    return Op{};
-  };
+  auto op = [](const Workload& w, const char* name) { return op_named(w.moe_layer().forward, name); };
   CHECK(op(skew, "expert_fc1").flops == Approx(1.5 * op(even, "expert_fc1").flops));
   CHECK(op(skew, "ep_dispatch").bytes == Approx(1.5 * op(even, "ep_dispatch").bytes));
   CHECK(op(skew, "ep_dispatch").seconds > 1.3 * op(even, "ep_dispatch").seconds);
@@ -183,12 +181,7 @@ TEST_CASE("context parallelism splits the sequence: attention and activations pe
   CHECK(eight.dp == 1);
   Network net1 = uniform_network(hw, 64), net8 = uniform_network(hw, 512);
   Workload w1(m, hw, net1, one), w8(m, hw, net8, eight);
-  auto op = [](const std::vector<Op>& ops, const char* name) {
-    for (const Op& o : ops)
-      if (std::string(o.name) == name) return o;
-    FAIL("no op " << name);
-    return Op{};
-  };
+  auto op = op_named;
   // Each rank's queries are 1/8 of the sequence and attend to all of it.
   CHECK(op(w8.dense_layer().forward, "flash_attention").flops ==
         Approx(op(w1.dense_layer().forward, "flash_attention").flops / 8));
