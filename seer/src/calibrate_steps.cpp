@@ -16,10 +16,12 @@
 namespace astral::seer {
 namespace {
 
-constexpr const char* kStepFactorNames[kStepFactors] = {"compute", "comm", "overhead"};
+constexpr const char* kStepFactorNames[kStepFactors] = {"compute", "comm", "overhead", "straggler"};
+constexpr double kMaxStragglerCv = 0.2;  // beyond a fifth of the compute time, something is broken
 
-// The fit's variables are the inverse factors and the overhead: x[0] = 1/compute, x[1] = 1/comm,
-// x[2] = overhead seconds. A step's compute time is proportional to 1/compute and its exposed
+// The fit's variables are the inverse factors, the overhead and the straggler variation:
+// x[0] = 1/compute, x[1] = 1/comm, x[2] = overhead seconds, x[3] = straggler_cv (linear: it adds
+// compute x cv x E[max of N normals]). A step's compute time is proportional to 1/compute and its exposed
 // communication roughly to 1/comm, so the step time is close to linear in x (exactly, while no
 // efficiency reaches its cap of 1 and overlap does not change which part is exposed). The relative
 // residuals are then a linear least-squares problem in x, solved exactly within the bounds at each
@@ -49,8 +51,8 @@ FactorBounds bounds_for(const HardwareSpec& hw, const StepRuns& runs) {
   double shortest = 1e300;
   for (const auto& r : runs.runs) shortest = std::min(shortest, r.measured);
   FactorBounds b;
-  b.lo = {max_compute_efficiency(hw), max_comm_efficiency(hw, runs), 0.0};
-  b.hi = {20.0, 20.0, shortest};
+  b.lo = {max_compute_efficiency(hw), max_comm_efficiency(hw, runs), 0.0, 0.0};
+  b.hi = {20.0, 20.0, shortest, kMaxStragglerCv};
   return b;
 }
 
@@ -62,8 +64,9 @@ Network scaled_network(const Network& n, double comm) {
   return s;
 }
 
-double predicted_step(const HardwareSpec& hw, const MeasuredRun& run, double compute, double comm, double overhead) {
-  HardwareSpec h = apply_step_factors(hw, compute, comm, overhead);
+double predicted_step(const HardwareSpec& hw, const MeasuredRun& run, double compute, double comm, double overhead,
+                      double straggler_cv) {
+  HardwareSpec h = apply_step_factors(hw, compute, comm, overhead, straggler_cv);
   return predict(run.model, h, scaled_network(run.network, comm), run.config, run.gpus).step_time;
 }
 
@@ -161,7 +164,8 @@ class StepFitter {
       : hw_(hw), runs_(runs), use_(use), bounds_(bounds) {
     for (int p = 0; p < kStepFactors; ++p)
       if (std::find(fit.begin(), fit.end(), StepFactor(p)) != fit.end()) params_.push_back(p);
-    start_ = {1.0, 1.0, std::clamp(hw.eff.step_overhead, bounds.lo[2], bounds.hi[2])};
+    start_ = {1.0, 1.0, std::clamp(hw.eff.step_overhead, bounds.lo[2], bounds.hi[2]),
+              std::clamp(hw.eff.straggler_cv, bounds.lo[3], bounds.hi[3])};
     for (int p = 0; p < 2; ++p) start_[p] = std::clamp(start_[p], bounds.lo[p], bounds.hi[p]);
   }
 
@@ -173,7 +177,7 @@ class StepFitter {
 
  private:
   double work_seconds(size_t run, const FactorVector& x) const {
-    return predicted_step(hw_, runs_.runs[run], 1.0 / x[0], 1.0 / x[1], 0.0);
+    return predicted_step(hw_, runs_.runs[run], 1.0 / x[0], 1.0 / x[1], 0.0, x[3]);
   }
   std::vector<double> work_all(const FactorVector& x) const {
     std::vector<double> w;
@@ -212,9 +216,11 @@ LinearFit StepFitter::linearise(const FactorVector& x, const std::vector<double>
       for (size_t k = 0; k < use_.size(); ++k) f.jac[k][q] = 1.0 / runs_.runs[use_[k]].measured;
       continue;
     }
-    // A secant over 1 % of the variable, inwards at the upper bound.
+    // A secant over 1 % of the variable (of its range for the straggler variation, which starts
+    // at 0), inwards at the upper bound.
     FactorVector xs = x;
-    const double h = 0.01 * x[p] * (x[p] * 1.01 > bounds_.hi[p] ? -1 : 1);
+    const double span = p == int(StepFactor::kStraggler) ? 0.01 * bounds_.hi[p] : 0.01 * x[p];
+    const double h = x[p] + span > bounds_.hi[p] ? -span : span;
     xs[p] += h;
     for (size_t k = 0; k < use_.size(); ++k)
       f.jac[k][q] = (work_seconds(use_[k], xs) - work[k]) / h / runs_.runs[use_[k]].measured;
@@ -301,19 +307,21 @@ std::vector<StepFactor> step_factors_from_string(const std::string& list, const 
     int found = -1;
     for (int i = 0; i < kStepFactors; ++i)
       if (name == kStepFactorNames[i]) found = i;
-    if (found < 0) throw SpecError(fmt::format("{}: unknown factor \"{}\" (compute, comm, overhead)", field, name));
+    if (found < 0) throw SpecError(fmt::format("{}: unknown factor \"{}\" (compute, comm, overhead, straggler)", field, name));
     if (std::find(out.begin(), out.end(), StepFactor(found)) == out.end()) out.push_back(StepFactor(found));
   }
-  if (out.empty()) throw SpecError(fmt::format("{}: name at least one factor (compute, comm, overhead)", field));
+  if (out.empty()) throw SpecError(fmt::format("{}: name at least one factor (compute, comm, overhead, straggler)", field));
   return out;
 }
 
-HardwareSpec apply_step_factors(const HardwareSpec& hw, double compute, double comm, double overhead) {
+HardwareSpec apply_step_factors(const HardwareSpec& hw, double compute, double comm, double overhead,
+                                double straggler_cv) {
   HardwareSpec h = hw;
   auto& e = h.eff;
   for (double* v : {&e.gemm, &e.memory, &e.flash_fwd, &e.flash_bwd}) *v = std::min(1.0, *v * compute);
   for (double* v : {&e.nvlink, &e.nvls, &e.net}) *v = std::min(1.0, *v * comm);
   e.step_overhead = overhead;
+  if (straggler_cv >= 0) e.straggler_cv = straggler_cv;
   return h;
 }
 
@@ -381,15 +389,17 @@ StepFitResult calibrate_steps(const HardwareSpec& hw, const StepRuns& runs, cons
   result.compute = 1.0 / x[0];
   result.comm = 1.0 / x[1];
   result.overhead = x[2];
+  result.straggler_cv = x[3];
   for (auto f : options.fit)
     if (x[int(f)] <= bounds.lo[int(f)] + 1e-12 || x[int(f)] >= bounds.hi[int(f)] - 1e-12)
       result.at_bound.push_back(f);
-  result.calibrated = apply_step_factors(hw, result.compute, result.comm, result.overhead);
+  result.calibrated = apply_step_factors(hw, result.compute, result.comm, result.overhead, result.straggler_cv);
 
   for (size_t i = 0; i < n; ++i) {
     const auto& run = runs.runs[i];
-    StepFitRow row{run.name, run.measured, predicted_step(hw, run, 1, 1, hw.eff.step_overhead),
-                   predicted_step(hw, run, result.compute, result.comm, result.overhead), std::nullopt};
+    StepFitRow row{run.name, run.measured, predicted_step(hw, run, 1, 1, hw.eff.step_overhead, hw.eff.straggler_cv),
+                   predicted_step(hw, run, result.compute, result.comm, result.overhead, result.straggler_cv),
+                   std::nullopt};
     result.rows.push_back(row);
     result.mean_abs_pct_before += abs_pct(row.before, row.measured) / n;
     result.mean_abs_pct_after += abs_pct(row.after, row.measured) / n;
@@ -403,7 +413,7 @@ StepFitResult calibrate_steps(const HardwareSpec& hw, const StepRuns& runs, cons
         if (k != i) others.push_back(k);
       int iterations = 0;
       FactorVector xi = StepFitter(hw, runs, options.fit, others, bounds).solve(options.max_iterations, iterations);
-      double held = predicted_step(hw, runs.runs[i], 1.0 / xi[0], 1.0 / xi[1], xi[2]);
+      double held = predicted_step(hw, runs.runs[i], 1.0 / xi[0], 1.0 / xi[1], xi[2], xi[3]);
       result.rows[i].held_out = held;
       double e = abs_pct(held, runs.runs[i].measured);
       sum += e;
@@ -427,7 +437,8 @@ nlohmann::json to_json(const StepFitResult& r) {
   for (auto f : r.at_bound) at_bound.push_back(to_string(f));
   auto optional = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
   return {{"hardware", to_json(r.calibrated)},
-          {"factors", {{"compute", r.compute}, {"comm", r.comm}, {"overhead_s", r.overhead}}},
+          {"factors", {{"compute", r.compute}, {"comm", r.comm}, {"overhead_s", r.overhead},
+                       {"straggler_cv", r.straggler_cv}}},
           {"fitted", fitted},
           {"at_bound", at_bound},
           {"iterations", r.iterations},
@@ -454,8 +465,9 @@ std::string format_step_fit(const StepFitResult& r, const std::string& origin) {
     o += fmt::format("leave-one-out error: needs more runs than fitted factors ({})\n", r.fitted.size());
   std::string fitted;
   for (auto f : r.fitted) fitted += (fitted.empty() ? "" : ", ") + std::string(to_string(f));
-  o += fmt::format("factors: compute x{:.3f}, comm x{:.3f}, overhead {:.1f} ms per step (fitted: {}; {} iterations)\n",
-                   r.compute, r.comm, r.overhead * 1e3, fitted, r.iterations);
+  o += fmt::format("factors: compute x{:.3f}, comm x{:.3f}, overhead {:.1f} ms per step, straggler cv {:.4f} "
+                   "(fitted: {}; {} iterations)\n",
+                   r.compute, r.comm, r.overhead * 1e3, r.straggler_cv, fitted, r.iterations);
   for (auto f : r.at_bound)
     o += fmt::format("note: {} ended at its bound (the runs would push it further; docs/seer.md, bounds)\n", to_string(f));
   return o;

@@ -18,21 +18,22 @@ MemoryEstimate estimate_memory(const Workload& work, int stage) {
 
   const auto params = work.stage_params(stage);
   const double all = params.dense + params.expert;
-  const int edp = c.tp * c.dp / std::max(c.ep, 1);
+  const int edp = c.tp * c.cp * c.dp / std::max(c.ep, 1);
+  const int ddp = c.dp * c.cp;  // the distributed optimizer shards over the CP ranks too
   m.weights = all * 2.0;
   m.gradients = all * (c.fp32_grad_reduce ? 4.0 : 2.0);
   const double state = 12.0;  // fp32 master weights + Adam m and v
-  m.optimizer = c.distributed_optimizer ? state * (params.dense / c.dp + params.expert / edp) : state * all;
+  m.optimizer = c.distributed_optimizer ? state * (params.dense / ddp + params.expert / edp) : state * all;
 
   // Activations: every chunk-micro-batch a stage has started forward but not yet finished
   // backward holds its saved tensors. In 1F1B that peaks right after the warm-up.
   const int in_flight = std::min(warmup_tasks(c.pp, c.vp, c.microbatches(), stage) + 1, c.microbatches() * c.vp);
   m.microbatches_in_flight = in_flight;
-  const int L = work.layers_per_chunk();
   double per_chunk = 0;
   for (int ch = 0; ch < c.vp; ++ch) {
     int moe = work.moe_layers_in_chunk(stage, ch);
-    per_chunk = std::max(per_chunk, (L - moe) * work.dense_layer().saved_bytes + moe * work.moe_layer().saved_bytes);
+    int layers = work.layers_in_chunk(stage, ch);
+    per_chunk = std::max(per_chunk, (layers - moe) * work.dense_layer().saved_bytes + moe * work.moe_layer().saved_bytes);
   }
   m.activations = per_chunk * in_flight;
   if (stage == 0) m.activations += work.embedding().saved_bytes * std::min(in_flight, c.microbatches());

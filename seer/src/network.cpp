@@ -2,10 +2,13 @@
 // same-rail aware placement (performance-models.md §2–§4).
 #include "astral/seer/network.hpp"
 
+#include "astral/seer/ecmp_table.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "json_fields.hpp"
@@ -212,13 +215,29 @@ CollectiveModel::CollectiveModel(const Network& net, const Group& group, const L
     }
   };
   double rail_factor = 1, xrail_factor = 1;
+  std::optional<double> a2a_factor;  // from the table
+  double tier_rail_factor = 1;        // the tiers' own, for an all-to-all the table does not have
   if (hosts_ > 1) {
     tier_effects(net.tier_for(span, false), rail_factor, hops_);
     tier_effects(net.tier_for(span, true), xrail_factor, hops_xrail_);
+    tier_rail_factor = rail_factor;
+    if (net.ecmp_table) {
+      // Rings and trees stay on their rails (the table's ring pattern); all-to-all is the
+      // table's all-to-all, whichever rails it crosses. Looked up by the hosts the group spans,
+      // as the table's groups are whole hosts.
+      const int table_gpus = hosts_ * std::max(net.gpus_per_host, 1);
+      auto ring = nearest_entry(*net.ecmp_table, "ring", table_gpus, net.ecmp_qps);
+      auto a2a = nearest_entry(*net.ecmp_table, "alltoall", table_gpus, net.ecmp_qps);
+      if (ring) rail_factor = ring->efficiency;
+      if (a2a) a2a_factor = a2a->efficiency;
+      ecmp_from_table_ = ring || a2a;
+    }
   }
   double gpu_nic = net.nic_bandwidth_per_gpu() * net.net_efficiency;
   bw_gpu_net_ = gpu_nic * rail_factor;
   bw_net_xrail_ = gpu_nic * xrail_factor;
+  // With a table, all-to-all takes its simulated efficiency whether or not PXN keeps it on rails.
+  bw_a2a_ = a2a_factor ? gpu_nic * *a2a_factor : (net.pxn ? gpu_nic * tier_rail_factor : bw_net_xrail_);
   // A ring or tree spanning hosts leaves each host through the NICs of the group's members on it
   // (NCCL aligns its channels with rails), so the host's share is per_host NICs.
   bw_net_ = bw_gpu_net_ * group.per_host;
@@ -293,7 +312,7 @@ void CollectiveModel::cost_table(Collective c, double bytes, CostTable& out) con
       double intra_share = double(g - 1) / p;
       double inter_share = double(p - g) / p;
       double nvl_bytes = bytes * intra_share + (pxn_ ? bytes * inter_share * (g - 1) / g : 0.0);
-      double net_bw = pxn_ ? bw_gpu_net_ : bw_net_xrail_;
+      double net_bw = bw_a2a_;
       double net_lat = net_[kRing][2] + (pxn_ ? hops_ : hops_xrail_);
       double t_nvl = g > 1 ? nvl_bytes / bw_nvl_ : 0.0;
       double t_net = multi ? bytes * inter_share / net_bw : 0.0;

@@ -2,24 +2,44 @@
 #include "astral/seer/predict.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "timeline_builder.hpp"
 
 namespace astral::seer {
+
+double expected_max_of_normals(int n) {
+  if (n <= 1) return 0;
+  if (n == 2) return 1.0 / std::sqrt(M_PI);
+  // Blom: the (n - 3/8) / (n + 1/4) quantile; the quantile by Newton on the normal CDF.
+  const double p = (n - 0.375) / (n + 0.25);
+  double x = std::sqrt(2.0 * std::log(double(n)));
+  for (int i = 0; i < 50; ++i) {
+    double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    double step = (cdf - p) / pdf;
+    x -= step;
+    if (std::fabs(step) < 1e-12) break;
+  }
+  return x;
+}
+
 namespace {
 
 // Critical-path parts of a list of operators.
 struct Parts {
-  double compute = 0, tp = 0, ep = 0;
+  double compute = 0, tp = 0, ep = 0, cp = 0;
   void add(const std::vector<Op>& ops, double times) {
     for (const auto& op : ops) {
       if (!op.is_comm()) compute += op.seconds * times;
       else if (op.dim == CommDim::kEp) ep += op.exposed() * times;
+      else if (op.dim == CommDim::kCp) cp += op.exposed() * times;
       else tp += op.exposed() * times;
     }
   }
-  double total() const { return compute + tp + ep; }
+  double total() const { return compute + tp + ep + cp; }
 };
 
 // The chunks of `stage` sorted by a per-(stage, chunk) time.
@@ -92,6 +112,8 @@ double hardware_flops_per_step(const ModelSpec& m, const TrainConfig& c) {
 Prediction predict(const ModelSpec& model, const HardwareSpec& hw, const Network& net, TrainConfig config,
                    int gpus, const PredictOptions& options) {
   validate(model, config, gpus);
+  if (config.dtype == DType::kFp8 && hw.peak(DType::kFp8) <= 0)
+    throw SpecError(fmt::format("config.dtype: fp8, but hardware {} has no FP8 peak (peak_tflops.fp8)", hw.name));
   const Workload work(model, hw, net, config);
   return predict(work, gpus, options);
 }
@@ -100,7 +122,7 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
   const ModelSpec& model = work.model();
   const HardwareSpec& hw = work.hardware();
   const TrainConfig& config = work.config();
-  const int S = config.pp, V = config.vp, M = config.microbatches(), L = work.layers_per_chunk();
+  const int S = config.pp, V = config.vp, M = config.microbatches();
 
   // Durations and parts per (stage, chunk) and micro-batch.
   PipelineSpec spec;
@@ -116,6 +138,7 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
     for (int c = 0; c < V; ++c) {
       Parts fwd, bwd;
       int moe = work.moe_layers_in_chunk(s, c);
+      const int L = work.layers_in_chunk(s, c);
       fwd.add(work.dense_layer().forward, L - moe);
       bwd.add(work.dense_layer().backward, L - moe);
       if (moe > 0) {
@@ -135,6 +158,7 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
       parts[s].compute += (fwd.compute + bwd.compute) * M;
       parts[s].tp += (fwd.tp + bwd.tp) * M;
       parts[s].ep += (fwd.ep + bwd.ep) * M;
+      parts[s].cp += (fwd.cp + bwd.cp) * M;
     }
   }
   // A lower bound no schedule can beat: the busiest stage's own work. A search that already has
@@ -160,33 +184,37 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
 
   Prediction p;
   p.stages.resize(S);
+  // Each step waits for its slowest rank: the compute of a stage stretched by the expected
+  // maximum of the ranks' variation (all of them meet in the gradient reduction).
+  const double straggle = hw.eff.straggler_cv * expected_max_of_normals(gpus);
   std::vector<double> grad_times(S), grad_exposed_times(S), gather_times(S), opt_times(S);
   for (int s = 0; s < S; ++s) {
     const auto params = work.stage_params(s);
     const double grad = work.grad_reduce_seconds(params);
     const double gather = work.param_gather_seconds(params);
-    const int edp = config.tp * config.dp / std::max(config.ep, 1);
-    const double local = config.distributed_optimizer ? params.dense / config.dp + params.expert / edp
+    const int edp = config.tp * config.cp * config.dp / std::max(config.ep, 1);
+    const double local = config.distributed_optimizer ? params.dense / (config.dp * config.cp) + params.expert / edp
                                                       : params.dense + params.expert;
     const double opt = work.optimizer_seconds(local);
     double grad_exposed = grad;
     if (config.overlap_grad_reduce && grad > 0) {
-      double tail = overlapped_grad_tail(run, s, V, L, grad, run.stage_end[s]);
+      double tail = overlapped_grad_tail(run, s, V, work.layers_in_chunk(s, 0), grad, run.stage_end[s]);
       grad_exposed = tail + (1.0 - hw.eff.dp_overlap) * (grad - tail);
     }
     double gather_exposed = gather;
     if (config.overlap_param_gather && gather > 0) {
-      double delay = overlapped_gather_delay(run, spec, s, L, gather);
+      double delay = overlapped_gather_delay(run, spec, s, work.layers_in_chunk(s, 0), gather);
       gather_exposed = delay + (1.0 - hw.eff.dp_overlap) * (gather - delay);
     }
     StageTimes& st = p.stages[s];
     st.compute = parts[s].compute;
     st.tp = parts[s].tp;
+    st.cp = parts[s].cp;
     st.ep = parts[s].ep;
     st.pp = run.stage_p2p[s];
     st.dp = grad_exposed + gather_exposed;
     st.optimizer = opt;
-    st.end = run.stage_end[s] + st.dp + st.optimizer + hw.eff.step_overhead;
+    st.end = run.stage_end[s] + st.dp + st.optimizer + hw.eff.step_overhead + straggle * st.compute;
     grad_times[s] = grad;
     grad_exposed_times[s] = grad_exposed;
     gather_times[s] = gather;
@@ -197,9 +225,10 @@ Prediction predict(const Workload& work, int gpus, const PredictOptions& options
                          p.stages.begin());
   const StageTimes& cs = p.stages[p.critical_stage];
   p.step_time = cs.end;
-  p.breakdown = {cs.compute, cs.tp, cs.ep, cs.pp, cs.dp, cs.optimizer, 0, hw.eff.step_overhead};
-  p.breakdown.bubble = std::max(
-      0.0, p.step_time - (cs.compute + cs.tp + cs.ep + cs.pp + cs.dp + cs.optimizer + hw.eff.step_overhead));
+  p.breakdown = {cs.compute, cs.tp, cs.ep, cs.pp, cs.dp, cs.optimizer, 0, hw.eff.step_overhead,
+                 straggle * cs.compute, cs.cp};
+  p.breakdown.bubble = std::max(0.0, p.step_time - (cs.compute + cs.tp + cs.ep + cs.cp + cs.pp + cs.dp + cs.optimizer +
+                                                    hw.eff.step_overhead + p.breakdown.straggler));
 
   const double peak = hw.peak(config.dtype) > 0 ? hw.peak(config.dtype) : hw.peak(DType::kBf16);
   p.model_flops = model_flops_per_step(model, config.global_batch);
@@ -237,8 +266,9 @@ nlohmann::json to_json(const Prediction& p) {
           {"memory_gib_per_gpu", p.memory.total() / kGiB},
           {"memory", to_json(p.memory)},
           {"breakdown",
-           {{"compute_s", b.compute}, {"exposed_comm_s", {{"tp", b.tp}, {"ep", b.ep}, {"pp", b.pp}, {"dp", b.dp}}},
-            {"optimizer_s", b.optimizer}, {"bubble_s", b.bubble}, {"overhead_s", b.overhead}}},
+           {{"compute_s", b.compute}, {"exposed_comm_s", {{"tp", b.tp}, {"ep", b.ep}, {"cp", b.cp}, {"pp", b.pp}, {"dp", b.dp}}},
+            {"optimizer_s", b.optimizer}, {"bubble_s", b.bubble}, {"overhead_s", b.overhead},
+            {"straggler_s", b.straggler}}},
           {"critical_stage", p.critical_stage},
           {"layer_forward_s", p.layer_forward},
           {"layer_backward_s", p.layer_backward},

@@ -26,6 +26,7 @@ std::string signed_pct(double e) { return fmt::format("{:+.1f} %", e); }
 
 std::string describe_layout(const TrainConfig& c) {
   std::string s = fmt::format("tp {} x pp {} x dp {}", c.tp, c.pp, c.dp);
+  if (c.cp > 1) s = fmt::format("tp {} x cp {} x pp {} x dp {}", c.tp, c.cp, c.pp, c.dp);
   if (c.ep > 1) s += fmt::format(" (ep {})", c.ep);
   if (c.vp > 1) s += fmt::format(", vp {}", c.vp);
   s += fmt::format(", mb {}", c.micro_batch);
@@ -62,11 +63,13 @@ std::string format_prediction(const ModelSpec& model, const HardwareSpec& hw, co
   row("compute", b.compute);
   row("exposed TP comm", b.tp);
   if (model.is_moe()) row("exposed EP all-to-all", b.ep);
+  if (c.cp > 1) row("exposed CP K/V exchange", b.cp);
   row("exposed PP send/recv", b.pp);
   row("exposed DP comm", b.dp);
   row("optimizer step", b.optimizer);
   row("pipeline bubble", b.bubble);
   if (b.overhead > 0) row("fixed step overhead", b.overhead);
+  if (b.straggler > 0) row("slowest rank (straggler)", b.straggler);
   return o;
 }
 

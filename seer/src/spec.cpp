@@ -165,6 +165,7 @@ HardwareSpec hardware_from_json(const nlohmann::json& j) {
   eff.tp_overlap = e.number("tp_overlap", eff.tp_overlap, 0, 1);
   eff.dp_overlap = e.number("dp_overlap", eff.dp_overlap, 0, 1);
   eff.step_overhead = e.number("step_overhead_ms", eff.step_overhead * 1e3, 0, 1e7) * 1e-3;
+  eff.straggler_cv = e.number("straggler_cv", eff.straggler_cv, 0, 0.5);
   eff.gemm_tile_m = e.positive_int("gemm_tile_m", eff.gemm_tile_m);
   eff.gemm_tile_n = e.positive_int("gemm_tile_n", eff.gemm_tile_n);
   return h;
@@ -178,8 +179,12 @@ TrainConfig config_from_json(const nlohmann::json& j) {
   c.tp = f.positive_int("tp", 1);
   c.pp = f.positive_int("pp", 1);
   c.dp = f.nonnegative_int("dp", 0);
+  c.cp = f.positive_int("cp", 1);
   c.ep = f.positive_int("ep", 1);
+  c.ep_imbalance = f.number("ep_imbalance", 1.0, 1.0, 1e6);
   c.vp = f.positive_int("vp", 1);
+  c.first_stage_layers = f.nonnegative_int("first_stage_layers", 0);
+  c.last_stage_layers = f.nonnegative_int("last_stage_layers", 0);
   c.sequence_parallel = f.boolean("sequence_parallel", false);
   std::string rc = f.string("recompute", "none");
   if (rc == "none") c.recompute = Recompute::kNone;
@@ -231,7 +236,8 @@ nlohmann::json to_json(const HardwareSpec& h) {
            {{"gemm", e.gemm}, {"memory", e.memory}, {"flash_fwd", e.flash_fwd},
             {"flash_bwd", e.flash_bwd}, {"kernel_overhead_us", e.kernel_overhead * 1e6},
             {"nvlink", e.nvlink}, {"nvls", e.nvls}, {"net", e.net}, {"tp_overlap", e.tp_overlap},
-            {"dp_overlap", e.dp_overlap}, {"step_overhead_ms", e.step_overhead * 1e3}, {"gemm_tile_m", e.gemm_tile_m},
+            {"dp_overlap", e.dp_overlap}, {"step_overhead_ms", e.step_overhead * 1e3},
+            {"straggler_cv", e.straggler_cv}, {"gemm_tile_m", e.gemm_tile_m},
             {"gemm_tile_n", e.gemm_tile_n}}}};
 }
 
@@ -241,8 +247,12 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"tp", c.tp},
           {"pp", c.pp},
           {"dp", c.dp},
+          {"cp", c.cp},
           {"ep", c.ep},
+          {"ep_imbalance", c.ep_imbalance},
           {"vp", c.vp},
+          {"first_stage_layers", c.first_stage_layers},
+          {"last_stage_layers", c.last_stage_layers},
           {"sequence_parallel", c.sequence_parallel},
           {"recompute", to_string(c.recompute)},
           {"distributed_optimizer", c.distributed_optimizer},
@@ -256,21 +266,54 @@ nlohmann::json to_json(const TrainConfig& c) {
 
 // ---- consistency --------------------------------------------------------------------------------
 
+namespace {
+
+// First and last stages of their own size: one stage each, the middle ones even, every stage at
+// least one layer. With two stages a single given size leaves the rest to the other.
+std::string uneven_stage_error(const ModelSpec& m, TrainConfig& c) {
+  if (c.pp < 2) return "config.first_stage_layers/last_stage_layers: need config.pp > 1";
+  if (c.vp > 1) return "config.first_stage_layers/last_stage_layers: not with interleaving (config.vp > 1)";
+  int& first = c.first_stage_layers;
+  int& last = c.last_stage_layers;
+  // An unset end takes the middle stages' size: solve first + (pp-2) x middle + last = layers.
+  const int unset = (first == 0) + (last == 0);
+  const int shares = c.pp - 2 + unset;
+  const int rest = m.layers - first - last;
+  if (shares == 0 ? rest != 0 : (rest < shares || rest % shares != 0))
+    return fmt::format("config.first_stage_layers {} and last_stage_layers {}: the other {} of model.layers {} do not "
+                       "split evenly, at least one layer each, over the other {} stage(s)",
+                       first, last, rest, m.layers, c.pp - 2 + unset);
+  if (first == 0) first = rest / shares;
+  if (last == 0) last = rest / shares;
+  return {};
+}
+
+}  // namespace
+
 std::string validation_error(const ModelSpec& m, TrainConfig& c, int gpus) {
   if (gpus <= 0) return fmt::format("gpus: must be a positive integer, got {}", gpus);
-  int tp_pp = c.tp * c.pp;
+  int tp_pp = c.tp * c.cp * c.pp;
   if (gpus % tp_pp != 0)
-    return fmt::format("config.tp x config.pp = {} does not divide the GPU count {}", tp_pp, gpus);
+    return c.cp > 1 ? fmt::format("config.tp x config.cp x config.pp = {} does not divide the GPU count {}", tp_pp, gpus)
+                    : fmt::format("config.tp x config.pp = {} does not divide the GPU count {}", tp_pp, gpus);
   if (c.dp == 0) c.dp = gpus / tp_pp;
   if (c.gpus() != gpus)
-    return fmt::format("config.dp: tp {} x pp {} x dp {} = {} GPUs, but {} were given", c.tp, c.pp, c.dp,
+    return fmt::format("config.dp: tp {} x cp {} x pp {} x dp {} = {} GPUs, but {} were given", c.tp, c.cp, c.pp, c.dp,
          c.gpus(), gpus);
+  if (c.cp > 1 && m.seq_len % (2 * c.cp) != 0)
+    return fmt::format("config.cp: {} x 2 chunks (causal load balancing) does not divide model.seq_len {}", c.cp,
+                       m.seq_len);
+  if (c.cp > 1 && !c.flash_attention)
+    return "config.cp: ring attention needs flash_attention (fused attention kernels)";
   if (m.heads % c.tp != 0) return fmt::format("config.tp: {} does not divide model.heads {}", c.tp, m.heads);
   if (m.kv_heads % c.tp != 0 && c.tp % m.kv_heads != 0)
     return fmt::format("config.tp: {} and model.kv_heads {} do not divide one another", c.tp, m.kv_heads);
   if (m.ffn % c.tp != 0) return fmt::format("config.tp: {} does not divide model.ffn {}", c.tp, m.ffn);
-  if (m.layers % (c.pp * c.vp) != 0)
+  if (c.uneven_stages()) {
+    if (std::string e = uneven_stage_error(m, c); !e.empty()) return e;
+  } else if (m.layers % (c.pp * c.vp) != 0) {
     return fmt::format("config.pp x config.vp = {} does not divide model.layers {}", c.pp * c.vp, m.layers);
+  }
   if (c.vp > 1 && c.pp == 1) return fmt::format("config.vp: interleaving needs config.pp > 1");
   if (c.global_batch % (c.micro_batch * c.dp) != 0)
     return fmt::format("config.global_batch: {} is not a multiple of micro_batch {} x dp {}", c.global_batch,
@@ -288,10 +331,12 @@ std::string validation_error(const ModelSpec& m, TrainConfig& c, int gpus) {
     return fmt::format("config.sequence_parallel: config.tp {} does not divide model.seq_len {}", c.tp, m.seq_len);
   if (c.ep > 1) {
     if (!m.is_moe()) return fmt::format("config.ep: {} but the model has no experts", c.ep);
-    if ((c.tp * c.dp) % c.ep != 0)
-      return fmt::format("config.ep: {} does not divide tp x dp = {}", c.ep, c.tp * c.dp);
+    if ((c.tp * c.cp * c.dp) % c.ep != 0)
+      return fmt::format("config.ep: {} does not divide tp x cp x dp = {}", c.ep, c.tp * c.cp * c.dp);
     if (m.experts % c.ep != 0) return fmt::format("config.ep: {} does not divide model.moe.experts {}", c.ep, m.experts);
   }
+  if (c.ep_imbalance > c.ep)
+    return fmt::format("config.ep_imbalance: {} is more than ep {} (every token on one rank)", c.ep_imbalance, c.ep);
   return {};
 }
 

@@ -77,10 +77,10 @@ void TimelineBuilder::ops(const std::vector<Op>& ops, const PipelineTask& t, int
 }
 
 void TimelineBuilder::task(const PipelineTask& t) {
-  const int S = spec_.stages, V = spec_.chunks, L = work_.layers_per_chunk();
+  const int S = spec_.stages, V = spec_.chunks, L = work_.layers_in_chunk(t.stage, t.chunk);
   const bool first = t.stage == 0 && t.chunk == 0;
   const bool last = t.stage == S - 1 && t.chunk == V - 1;
-  const int first_layer = (t.chunk * S + t.stage) * L;
+  const int first_layer = work_.first_layer(t.stage, t.chunk);
   const auto& model = work_.model();
   auto layer_work = [&](int l) -> const BlockWork& {
     return model.layer_is_moe(l) ? work_.moe_layer() : work_.dense_layer();

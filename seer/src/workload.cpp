@@ -32,6 +32,7 @@ const char* to_string(CommDim d) {
     case CommDim::kEp: return "ep";
     case CommDim::kPp: return "pp";
     case CommDim::kDp: return "dp";
+    case CommDim::kCp: return "cp";
   }
   return "?";
 }
@@ -110,7 +111,7 @@ struct OpList {
 
 // Dimensions of one layer on one GPU for one micro-batch.
 struct Dims {
-  double b, s, h, n, n_sp, d, q, kv, ffn, e;
+  double b, s, s_kv, h, n, n_sp, d, q, kv, ffn, e;
   int t;
   bool sp, swiglu, dropout, flash;
 };
@@ -119,7 +120,8 @@ Dims dims_of(const ModelSpec& m, const TrainConfig& c) {
   Dims d{};
   d.t = c.tp;
   d.b = c.micro_batch;
-  d.s = m.seq_len;
+  d.s = double(m.seq_len) / c.cp;  // this rank's share of the sequence (context parallelism)
+  d.s_kv = m.seq_len;             // the keys and values its queries attend to
   d.h = m.hidden;
   d.n = d.b * d.s;
   d.sp = c.sequence_parallel;
@@ -128,7 +130,7 @@ Dims dims_of(const ModelSpec& m, const TrainConfig& c) {
   d.q = double(m.heads) / d.t;
   d.kv = std::max(1.0, double(m.kv_heads) / d.t);
   d.ffn = double(m.ffn) / d.t;
-  d.e = 2;  // activations in bf16/fp16 (FP8 GEMM inputs are cast inside the GEMM)
+  d.e = 2;  // activations in bf16/fp16 (FP8 GEMMs cast their operands: gemm_op_seconds)
   d.swiglu = m.activation == Activation::kSwiglu;
   d.dropout = m.dropout > 0;
   d.flash = c.flash_attention;
@@ -142,10 +144,12 @@ Workload::Workload(const ModelSpec& model, const HardwareSpec& hw, const Network
       hw_(hw),
       config_(config),
       tp_(net, group_of(config.tp, 1, net.gpus_per_host)),
+      cp_(net, group_of(config.cp, config.tp, net.gpus_per_host)),
       ep_(net, group_of(config.ep, 1, net.gpus_per_host)),
-      dp_(net, group_of(config.dp, config.tp, net.gpus_per_host)),
-      edp_(net, group_of(config.tp * config.dp / std::max(config.ep, 1), config.ep, net.gpus_per_host)),
-      pp_(net, group_of(2, config.tp * config.dp, net.gpus_per_host)) {
+      // CP ranks hold the same weights: gradients reduce over dp x cp ranks.
+      dp_(net, group_of(config.dp * config.cp, config.tp, net.gpus_per_host)),
+      edp_(net, group_of(config.tp * config.cp * config.dp / std::max(config.ep, 1), config.ep, net.gpus_per_host)),
+      pp_(net, group_of(2, config.tp * config.cp * config.dp, net.gpus_per_host)) {
   layers_per_chunk_ = model.layers / (config.pp * config.vp);
   dense_ = build_layer(false);
   if (model.is_moe()) moe_ = build_layer(true);
@@ -157,7 +161,7 @@ Workload::Workload(const ModelSpec& model, const HardwareSpec& hw, const Network
   cost(output_);
   if (config.pp > 1) {
     // Megatron's scatter-gather optimisation: each TP rank sends its 1/t slice of the activation.
-    p2p_bytes_ = double(config.micro_batch) * model.seq_len * model.hidden * 2.0 / config.tp;
+    p2p_bytes_ = double(config.micro_batch) * model.seq_len * model.hidden * 2.0 / config.tp / config.cp;
     p2p_seconds_ = pp_.best(Collective::kSendRecv, p2p_bytes_).seconds;
     p2p_cross_host_ = pp_.hosts() > 1;
   }
@@ -229,7 +233,14 @@ BlockWork Workload::build_layer(bool moe) const {
   }
   const double heads_b = d.b * d.q;
   const double score_elems = heads_b * d.s * d.s;
-  double attn_flops = 4.0 * d.b * d.s * d.s * d.q * d.d;
+  double attn_flops = 4.0 * d.b * d.s * d.s_kv * d.q * d.d;
+  if (config_.cp > 1) {
+    // Ring attention: cp - 1 steps each bring the next rank's K and V (and, backward, take their
+    // gradients back), each step hidden behind the attention on the chunk already here.
+    const double kv_chunk = d.n * 2 * d.kv * d.d * d.e;
+    f.comm("cp_kv_exchange", CommDim::kCp, Collective::kSendRecv, kv_chunk);
+    g.comm("cp_kv_exchange.bwd", CommDim::kCp, Collective::kSendRecv, 2 * kv_chunk);
+  }
   if (d.flash) {
     double qkvo = d.n * (2 * d.q + 2 * d.kv) * d.d * d.e;
     Op& a = f.add("flash_attention", OpKind::kAttention);
@@ -273,7 +284,8 @@ BlockWork Workload::build_layer(bool moe) const {
     // Tokens are split across TP ranks for the MoE block; experts are full width (ETP = 1).
     const double tokens = d.n / d.t;
     const double local_experts = double(model_.experts) / config_.ep;
-    const double routed = tokens * model_.top_k * model_.capacity_factor;
+    // The busiest expert-parallel rank's share: it sets the pace of the experts and all-to-all.
+    const double routed = tokens * model_.top_k * model_.capacity_factor * config_.ep_imbalance;
     const double per_expert = routed / local_experts;
     const double eff_ffn = model_.expert_ffn;
     const double routed_act = routed * d.h * d.e;
@@ -384,15 +396,35 @@ BlockWork Workload::build_output() const {
   return w;
 }
 
+// FP8 GEMMs with per-tensor scaling (Transformer Engine): each operand is cast from BF16 (read 2
+// bytes, write 1, the amax for the next step's scale fused in) before the GEMM. A weight is cast
+// once per step and reused by every micro-batch (Megatron passes is_first_microbatch); a
+// weight-gradient GEMM's operands are both activations or gradients. Batched GEMMs (attention
+// scores without fused attention) stay in BF16.
+double Workload::gemm_op_seconds(const Op& op) const {
+  const bool fp8 = config_.dtype == DType::kFp8 && op.batch == 1 && hw_.peak(DType::kFp8) > 0;
+  if (!fp8) return gemm_seconds(hw_, config_.dtype == DType::kFp8 ? DType::kBf16 : config_.dtype, op.m, op.n, op.k, op.batch);
+  const double m = op.m, n = op.n, k = op.k;
+  const bool wgrad = std::string_view(op.name).find("wgrad") != std::string_view::npos;
+  const int microbatches = config_.dp > 0 && config_.micro_batch > 0 ? config_.microbatches() : 1;
+  const double weight_casts = wgrad ? 1.0 : 1.0 / std::max(microbatches, 1);
+  const double cast_bytes = 3.0 * m * k + 3.0 * k * n * weight_casts;
+  return gemm_seconds(hw_, DType::kFp8, m, n, k, 1) + memory_seconds(hw_, cast_bytes);
+}
+
 void Workload::cost(BlockWork& w) const {
   auto cost_ops = [&](std::vector<Op>& ops, bool backward) {
     for (auto& op : ops) {
       switch (op.kind) {
-        case OpKind::kGemm: op.seconds = gemm_seconds(hw_, config_.dtype, op.m, op.n, op.k, op.batch); break;
+        case OpKind::kGemm: op.seconds = gemm_op_seconds(op); break;
         case OpKind::kAttention:
           op.seconds = attention_seconds(hw_, config_.dtype, op.flops, op.bytes, backward && op.phase == Phase::kBackward);
           break;
         case OpKind::kComm: {
+          if (op.dim == CommDim::kCp) {  // cp - 1 ring steps
+            op.seconds = (config_.cp - 1) * cp_.best(op.collective, op.bytes).seconds;
+            break;
+          }
           const CollectiveModel& cm = op.dim == CommDim::kTp ? tp_ : op.dim == CommDim::kEp ? ep_ : dp_;
           op.seconds = cm.best(op.collective, op.bytes).seconds;
           break;
@@ -403,13 +435,41 @@ void Workload::cost(BlockWork& w) const {
   };
   cost_ops(w.forward, false);
   cost_ops(w.backward, true);
+  hide_kv_exchange(w.forward);
+  hide_kv_exchange(w.backward);
+}
+
+// The ring's transfers overlap the attention kernel of the same phase: what the attention takes
+// longer than the transfers is hidden, the rest of the transfers is exposed.
+void Workload::hide_kv_exchange(std::vector<Op>& ops) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].dim != CommDim::kCp || ops[i].seconds <= 0) continue;
+    for (size_t j = 0; j < ops.size(); ++j)
+      if (ops[j].kind == OpKind::kAttention && ops[j].phase == ops[i].phase) {
+        ops[i].hidden = std::min(1.0, ops[j].seconds / ops[i].seconds);
+        break;
+      }
+  }
+}
+
+int Workload::layers_in_chunk(int stage, int chunk) const {
+  if (!config_.uneven_stages()) return layers_per_chunk_;
+  (void)chunk;  // uneven stages are not interleaved: one chunk per stage
+  if (stage == 0) return config_.first_stage_layers;
+  if (stage == config_.pp - 1) return config_.last_stage_layers;
+  return (model_.layers - config_.first_stage_layers - config_.last_stage_layers) / (config_.pp - 2);
+}
+
+int Workload::first_layer(int stage, int chunk) const {
+  if (!config_.uneven_stages()) return (chunk * config_.pp + stage) * layers_per_chunk_;
+  return stage == 0 ? 0 : config_.first_stage_layers + (stage - 1) * layers_in_chunk(1, 0);
 }
 
 int Workload::moe_layers_in_chunk(int stage, int chunk) const {
   if (!model_.is_moe()) return 0;
-  int first = (chunk * config_.pp + stage) * layers_per_chunk_;
+  const int first = first_layer(stage, chunk), n = layers_in_chunk(stage, chunk);
   int count = 0;
-  for (int l = first; l < first + layers_per_chunk_; ++l) count += model_.layer_is_moe(l) ? 1 : 0;
+  for (int l = first; l < first + n; ++l) count += model_.layer_is_moe(l) ? 1 : 0;
   return count;
 }
 
@@ -418,7 +478,7 @@ Workload::StageParams Workload::stage_params(int stage) const {
   const double t = config_.tp;
   for (int c = 0; c < config_.vp; ++c) {
     int moe = moe_layers_in_chunk(stage, c);
-    int dense = layers_per_chunk_ - moe;
+    int dense = layers_in_chunk(stage, c) - moe;
     p.dense += dense * (model_.attention_params() + model_.dense_mlp_params()) / t;
     p.dense += moe * (model_.attention_params() / t + double(model_.hidden) * model_.experts);
     p.expert += moe * model_.expert_params() * model_.experts / config_.ep;
@@ -441,7 +501,7 @@ double Workload::grad_reduce_seconds(const StageParams& p) const {
   const double gb = config_.fp32_grad_reduce ? 4.0 : 2.0;
   const Collective c = config_.distributed_optimizer ? Collective::kReduceScatter : Collective::kAllReduce;
   double t = 0;
-  if (config_.dp > 1) t += dp_.best(c, p.dense * gb).seconds;
+  if (config_.dp * config_.cp > 1) t += dp_.best(c, p.dense * gb).seconds;
   if (p.expert > 0 && edp_.group().ranks > 1) t += edp_.best(c, p.expert * gb).seconds;
   return t;
 }
@@ -449,7 +509,7 @@ double Workload::grad_reduce_seconds(const StageParams& p) const {
 double Workload::param_gather_seconds(const StageParams& p) const {
   if (!config_.distributed_optimizer) return 0;
   double t = 0;
-  if (config_.dp > 1) t += dp_.best(Collective::kAllGather, p.dense * 2.0).seconds;
+  if (config_.dp * config_.cp > 1) t += dp_.best(Collective::kAllGather, p.dense * 2.0).seconds;
   if (p.expert > 0 && edp_.group().ranks > 1) t += edp_.best(Collective::kAllGather, p.expert * 2.0).seconds;
   return t;
 }

@@ -233,3 +233,32 @@ TEST_CASE("seer calibrate --steps: too few runs, bad layouts: one line, exit 2, 
   CHECK(bad.err.find(runs) != std::string::npos);
   CHECK_FALSE(std::ifstream(out).good());
 }
+
+TEST_CASE("seer --ecmp-table: collectives across the fabric take the simulated ECMP efficiency") {
+  astral::test::TempDir dir;
+  const std::string fabric = dir / "fab.json", table = dir / "ecmp.json", other = dir / "other.json";
+  REQUIRE(run_process({ASTRAL_CLI, "fabric", "generate", "fat-tree", "--gpus", "256", "--radix", "16", "--tiers", "3",
+                       "-o", fabric}).exit_code == 0);
+  auto t = run_process({ASTRAL_CLI, "fabric", "ecmp-table", "--fabric", fabric, "--placements", "packed", "-o", table});
+  INFO(t.out << t.err);
+  REQUIRE(t.exit_code == 0);
+  auto seconds = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {ASTRAL_CLI, "seer", "collective", "--hw", "h100-sxm", "--gpus", "256",
+                                     "--network", fabric, "--op", "alltoall", "--bytes", "1073741824", "--json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto r = run_process(argv);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return json::parse(r.out)["best"]["seconds"].get<double>();
+  };
+  // The whole 3-tier fat tree loses to hash collisions (the table's own test shows < 0.95).
+  CHECK(seconds({"--ecmp-table", table}) > 1.05 * seconds({}));
+  // A table simulated on another fabric is refused in one line naming it.
+  REQUIRE(run_process({ASTRAL_CLI, "fabric", "generate", "fat-tree", "--gpus", "512", "--radix", "16", "-o", other})
+              .exit_code == 0);
+  auto bad = run_process({ASTRAL_CLI, "seer", "collective", "--hw", "h100-sxm", "--gpus", "256", "--network", other,
+                          "--ecmp-table", table, "--op", "alltoall"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find(table) != std::string::npos);
+  CHECK(std::count(bad.err.begin(), bad.err.end(), '\n') == 1);
+}

@@ -7,6 +7,7 @@
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/network.hpp"
 #include "astral/topo/fabric_generate.hpp"
+#include "temp_dir.hpp"
 
 #include <fstream>
 
@@ -166,7 +167,8 @@ TEST_CASE("seer loads a fabric JSON as a network, and names the file when it is 
   astral::topo::GenerateOptions o;
   o.gpus = 256;
   o.radix = 64;
-  std::string path = "seer-network-fabric.json";
+  astral::test::TempDir dir;  // not the working directory: parallel ctest runs share it
+  std::string path = dir / "seer-network-fabric.json";
   astral::topo::save_fabric(astral::topo::generate_fabric(o), path);
   Network n = load_network(path, hw);
   CHECK(n.hosts == 32);

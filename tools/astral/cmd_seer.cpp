@@ -12,6 +12,7 @@
 #include "astral/seer/calibrate.hpp"
 #include "astral/seer/calibrate_kineto.hpp"
 #include "astral/seer/calibrate_steps.hpp"
+#include "astral/seer/ecmp_table.hpp"
 #include "astral/seer/kineto.hpp"
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/report.hpp"
@@ -24,7 +25,7 @@ using namespace astral::seer;
 using nlohmann::json;
 
 struct Common {
-  std::string model, hw, network;
+  std::string model, hw, network, ecmp_table;
   int gpus = 0;
   bool json = false;
 };
@@ -32,8 +33,10 @@ struct Common {
 // Layout flags that override (or replace) a config file.
 struct LayoutFlags {
   std::string config;
-  int global_batch = 0, micro_batch = 0, tp = 0, pp = 0, dp = -1, ep = 0, vp = 0;
-  std::string recompute;
+  int global_batch = 0, micro_batch = 0, tp = 0, cp = 0, pp = 0, dp = -1, ep = 0, vp = 0;
+  int first_stage_layers = -1, last_stage_layers = -1;
+  double ep_imbalance = 0;
+  std::string recompute, dtype;
   bool sp = false, no_sp = false, dist_opt = false, flash = false, no_flash = false;
 };
 
@@ -43,6 +46,10 @@ void add_common(CLI::App* app, Common& c, bool need_model) {
   app->add_option("--hw", c.hw, "hardware JSON file or bundled name (a100-80gb, h100-sxm, h200-sxm)")->required();
   app->add_option("--gpus", c.gpus, "number of GPUs")->required()->check(CLI::PositiveNumber);
   app->add_option("--network", c.network, "network JSON file or bundled name (default: a uniform non-blocking fabric)");
+  app->add_option("--ecmp-table", c.ecmp_table,
+                  "the network's ECMP-efficiency table (astral fabric ecmp-table): collectives that cross "
+                  "switches take the simulated efficiency")
+      ->check(CLI::ExistingFile);
   app->add_flag("--json", c.json, "print JSON instead of text");
 }
 
@@ -54,7 +61,17 @@ void add_layout(CLI::App* app, LayoutFlags& f) {
   app->add_option("--pp", f.pp, "pipeline-parallel size")->check(CLI::PositiveNumber);
   app->add_option("--dp", f.dp, "data-parallel size (default: GPUs / (tp x pp))")->check(CLI::PositiveNumber);
   app->add_option("--ep", f.ep, "expert-parallel size")->check(CLI::PositiveNumber);
+  app->add_option("--cp", f.cp, "context-parallel size (ring attention)")->check(CLI::PositiveNumber);
+  app->add_option("--ep-imbalance", f.ep_imbalance,
+                  "router skew: tokens of the busiest expert-parallel rank over the mean (1 to ep)")
+      ->check(CLI::Range(1.0, 1e6));
   app->add_option("--vp", f.vp, "virtual pipeline stages (interleaved 1F1B)")->check(CLI::PositiveNumber);
+  app->add_option("--first-stage-layers", f.first_stage_layers, "layers of the first pipeline stage (0: an even split)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--last-stage-layers", f.last_stage_layers, "layers of the last pipeline stage (0: an even split)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--dtype", f.dtype, "GEMM precision: bf16 | fp16 | fp8 (per-tensor scaled) | tf32 | fp32")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp8", "tf32", "fp32"}));
   app->add_option("--recompute", f.recompute, "none | selective | full")
       ->check(CLI::IsMember({"none", "selective", "full"}));
   app->add_flag("--sequence-parallel", f.sp, "turn sequence parallelism on");
@@ -72,9 +89,14 @@ TrainConfig layout_of(const LayoutFlags& f) {
   if (f.tp) c.tp = f.tp;
   if (f.pp) c.pp = f.pp;
   if (f.dp > 0) c.dp = f.dp;
-  if (f.tp || f.pp) c.dp = f.dp > 0 ? f.dp : 0;  // re-derive unless given
+  if (f.tp || f.pp || f.cp) c.dp = f.dp > 0 ? f.dp : 0;  // re-derive unless given
   if (f.ep) c.ep = f.ep;
+  if (f.cp) c.cp = f.cp;
+  if (f.ep_imbalance > 0) c.ep_imbalance = f.ep_imbalance;
   if (f.vp) c.vp = f.vp;
+  if (f.first_stage_layers >= 0) c.first_stage_layers = f.first_stage_layers;
+  if (f.last_stage_layers >= 0) c.last_stage_layers = f.last_stage_layers;
+  if (!f.dtype.empty()) c.dtype = dtype_from_string(f.dtype, "--dtype");
   if (!f.recompute.empty())
     c.recompute = f.recompute == "full" ? Recompute::kFull
                   : f.recompute == "selective" ? Recompute::kSelective : Recompute::kNone;
@@ -88,13 +110,28 @@ TrainConfig layout_of(const LayoutFlags& f) {
   return c;
 }
 
+// The table was simulated on one fabric; a network of another size would read entries that do
+// not describe it.
+void attach_ecmp_table(const Common& c, Network& n) {
+  if (c.ecmp_table.empty()) return;
+  auto table = std::make_shared<EcmpTable>(load_ecmp_table(c.ecmp_table));
+  if (table->gpus != n.hosts * n.gpus_per_host)
+    throw cli::UsageError(fmt::format("{}: simulated on a fabric of {} GPUs; the network has {} x {}",
+                                      c.ecmp_table, table->gpus, n.hosts, n.gpus_per_host));
+  n.ecmp_table = std::move(table);
+}
+
 Network network_of(const Common& c, const HardwareSpec& hw) {
-  if (c.network.empty()) return uniform_network(hw, c.gpus);
+  if (c.network.empty()) {
+    if (!c.ecmp_table.empty()) throw cli::UsageError("--ecmp-table needs the --network it was simulated on");
+    return uniform_network(hw, c.gpus);
+  }
   Network n = load_network(c.network, hw);
   int need = (c.gpus + n.gpus_per_host - 1) / n.gpus_per_host;
   if (n.hosts < need)
     throw cli::UsageError(fmt::format("{}: {} hosts x {} GPUs cannot hold --gpus {}", c.network, n.hosts,
                                       n.gpus_per_host, c.gpus));
+  attach_ecmp_table(c, n);
   return n;
 }
 
@@ -154,6 +191,7 @@ struct SearchArgs {
   SearchOptions options;
   bool quiet = false;
   std::string recompute_list;
+  std::vector<std::string> dtype_list;
   std::string base_config;
 };
 
@@ -188,6 +226,7 @@ int run_search(const SearchArgs& a) {
     if (opts.global_batch == 0) opts.global_batch = opts.base.global_batch;
   }
   if (!a.recompute_list.empty()) opts.recompute = recompute_modes(a.recompute_list);
+  for (const auto& d : a.dtype_list) opts.dtypes.push_back(dtype_from_string(d, "--dtypes"));
   const bool terminal = isatty(STDERR_FILENO);
   if (!a.quiet && terminal) opts.progress = draw_search_progress;
   SearchResult r = search(model, hw, net, a.common.gpus, opts);
@@ -211,7 +250,14 @@ CLI::App* add_search(CLI::App* seer, SearchArgs& a) {
   cmd->add_option("--micro-batch", o.micro_batch, "micro-batch sizes to try (default 1,2,4,8)")->delimiter(',');
   cmd->add_option("--vp", o.vp, "virtual pipeline stages to try (default 1,2,3,4,6,8)")->delimiter(',');
   cmd->add_option("--ep", o.ep, "expert-parallel sizes to try (default: divisors of the expert count)")->delimiter(',');
+  cmd->add_option("--cp", o.cp, "context-parallel sizes to try (default 1; 1,2,4,8 for sequences of 16K or more)")
+      ->delimiter(',');
   cmd->add_option("--recompute", a.recompute_list, "recompute modes to try (default none,selective,full)");
+  cmd->add_option("--dtypes", a.dtype_list, "GEMM precisions to try, e.g. bf16,fp8 (default: the --config's; fp8 "
+                                             "only where the hardware has an FP8 peak)")
+      ->delimiter(',');
+  cmd->add_flag("!--no-lighter-end-stages", o.lighter_end_stages,
+                "only even pipeline splits (default: also first and last stages one layer lighter)");
   cmd->add_option("--config", a.base_config,
                   "configuration whose fixed switches (dtype, flash attention, overlaps) the layouts share");
   cmd->add_flag("--no-progress", a.quiet, "no progress bar on stderr");
@@ -295,7 +341,7 @@ CLI::App* add_calibrate(CLI::App* seer, CalibrateArgs& a) {
   cmd->add_option("--kineto", a.kineto, "PyTorch profiler (Kineto) trace JSON of a few steps, recorded with shapes");
   cmd->add_option("--rank", a.rank, "--kineto: the rank the trace must be (its distributedInfo.rank)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--fit", a.fit, "--steps: factors to fit, from compute,comm,overhead (default all three)");
+  cmd->add_option("--fit", a.fit, "--steps: factors to fit, from compute,comm,overhead,straggler (default: the first three; straggler needs runs at several scales)");
   cmd->add_option("--out", a.out, "write the calibrated hardware profile here");
   cmd->add_flag("--json", a.json, "print JSON instead of text");
   return cmd;
@@ -394,6 +440,8 @@ CLI::App* add_collective(CLI::App* seer, CollectiveArgs& a) {
   cmd->add_option("--hw", a.common.hw, "hardware JSON file or bundled name")->required();
   cmd->add_option("--gpus", a.common.gpus, "GPUs in the cluster")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--network", a.common.network, "network JSON file or bundled name");
+  cmd->add_option("--ecmp-table", a.common.ecmp_table, "the network's ECMP-efficiency table (astral fabric ecmp-table)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--op", a.op, "allreduce | allgather | reducescatter | alltoall | broadcast | reduce | sendrecv")
       ->check(CLI::IsMember({"allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv"}));
   cmd->add_option("--bytes", a.bytes, "buffer size in bytes (NCCL's convention)")->check(CLI::PositiveNumber);

@@ -6,7 +6,7 @@
 // Rates are per core: layouts divided by this thread's CPU time (the build machine is shared, so
 // wall time is also printed but not used for the ratios).
 //
-//   bench_seer_search [--quick]
+//   bench_seer_search [--quick]   (the last scenario searches CP and FP8 too)
 #include <time.h>
 
 #include <chrono>
@@ -28,6 +28,8 @@ struct Scenario {
   const char* network;  // empty: uniform
   int gpus;
   int global_batch;
+  int seq_len = 0;         // 0: the model's own
+  bool fp8 = false;        // search BF16 and FP8
 };
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -41,11 +43,13 @@ double cpu_now() {
 
 void run(const Scenario& s, bool quick) {
   ModelSpec model = load_model(s.model);
+  if (s.seq_len) model.seq_len = s.seq_len;
   HardwareSpec hw = load_hardware(s.hw);
   Network net = *s.network ? load_network(s.network, hw) : uniform_network(hw, s.gpus);
   SearchOptions opts;
   opts.global_batch = s.global_batch;
   opts.top_k = 10;
+  if (s.fp8) opts.dtypes = {DType::kBf16, DType::kFp8};
 
   // Seer's search (extrapolated schedule, exact re-check of the top 10). Best of 3 runs.
   double best = 1e300, best_wall = 1e300;
@@ -62,7 +66,7 @@ void run(const Scenario& s, bool quick) {
 
   // Baseline: every valid layout through the exact path (one predict() each, with its memory
   // estimate), the way a plain loop over the space would decide it.
-  std::vector<TrainConfig> layouts = enumerate_layouts(model, net, s.gpus, opts);
+  std::vector<TrainConfig> layouts = enumerate_layouts(model, net, s.gpus, opts, &hw);
   size_t exact_done = 0;
   const double budget = quick ? 0.5 : 2.0;
   double t0 = cpu_now(), t = t0;
@@ -106,6 +110,10 @@ int main(int argc, char** argv) {
   run({"MT-NLG 530B on 4,480 A100 (uniform network), global batch 1920: a small space, the top-10 exact re-check "
        "dominates",
        "mt-nlg-530b", "a100-80gb", "", 4480, 1920},
+      quick);
+  run({"Llama 3 70B at 128K tokens on 4,096 H100 (uniform network), global batch 64: context parallelism and FP8 in "
+       "the space",
+       "llama3-70b", "h100-sxm", "", 4096, 64, 131072, true},
       quick);
   return 0;
 }

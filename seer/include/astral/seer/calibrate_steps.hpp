@@ -7,7 +7,10 @@
 //   comm      multiplies the NCCL bandwidth efficiencies (nvlink, nvls, net): how much of the
 //             links this stack's collectives get;
 //   overhead  seconds added to every step that the model does not see (data loading, Python,
-//             logging, host synchronisation).
+//             logging, host synchronisation);
+//   straggler the per-rank compute-time variation (efficiency.straggler_cv) that makes every
+//             step wait for its slowest rank; only runs at different scales tell it from
+//             compute, so it is fitted only when asked for.
 // The fit minimises the squared relative error of the step times. In the variables 1/compute,
 // 1/comm and overhead a step time is nearly linear, so each Gauss-Newton step is an exact bounded
 // linear least-squares solve, halved until the full prediction's error falls. Before fitting, the
@@ -46,10 +49,10 @@ StepRuns parse_step_runs(const nlohmann::json& j, const std::string& origin, con
 // The `hardware` entry of runs JSON, or empty.
 std::string step_runs_hardware(const nlohmann::json& j);
 
-enum class StepFactor { kCompute, kComm, kOverhead };
-inline constexpr int kStepFactors = 3;
+enum class StepFactor { kCompute, kComm, kOverhead, kStraggler };
+inline constexpr int kStepFactors = 4;
 const char* to_string(StepFactor f);
-// Parses "compute,comm,overhead" (any subset); throws SpecError naming `field`.
+// Parses "compute,comm,overhead,straggler" (any subset); throws SpecError naming `field`.
 std::vector<StepFactor> step_factors_from_string(const std::string& list, const std::string& field);
 
 struct StepFitOptions {
@@ -66,6 +69,7 @@ struct StepFitRow {
 struct StepFitResult {
   HardwareSpec calibrated;
   double compute = 1, comm = 1, overhead = 0;  // the factors (1, 1, 0 = the starting profile)
+  double straggler_cv = 0;                      // efficiency.straggler_cv after the fit
   std::vector<StepFactor> fitted;
   std::vector<StepFactor> at_bound;  // fitted factors the fit pinned at a bound (see bounds in docs/seer.md)
   std::vector<StepFitRow> rows;
@@ -80,8 +84,10 @@ struct StepFitResult {
 // does not converge.
 StepFitResult calibrate_steps(const HardwareSpec& hw, const StepRuns& runs, const StepFitOptions& options = {});
 
-// The profile with the factors applied (efficiencies capped at 1).
-HardwareSpec apply_step_factors(const HardwareSpec& hw, double compute, double comm, double overhead);
+// The profile with the factors applied (efficiencies capped at 1); a negative straggler_cv keeps
+// the profile's own.
+HardwareSpec apply_step_factors(const HardwareSpec& hw, double compute, double comm, double overhead,
+                                double straggler_cv = -1);
 
 nlohmann::json to_json(const StepFitResult& r);
 std::string format_step_fit(const StepFitResult& r, const std::string& origin);

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "astral/topo/fabric.hpp"
 
 namespace astral::seer {
+
+struct EcmpTable;  // ecmp_table.hpp
 
 enum class Collective : std::uint8_t {
   kBroadcast = 0,  // ncclFunc_t order, so the tuner can index with NCCL's values
@@ -75,6 +78,12 @@ struct Network {
   double net_latency = 0;       // s per network step (NIC to NIC, before switch hops)
   bool pxn = true;              // cross-rail traffic moved to the peer's rail over NVLink first
   std::vector<Tier> tiers;      // leaf first; the last spans all hosts
+  // The flow simulator's ECMP-efficiency table for this fabric (`astral fabric ecmp-table`), or
+  // null. Where it has the collective's pattern, a group spanning hosts gets the simulated
+  // efficiency of the nearest group (hosts, QPs) instead of the tiers' ecmp_efficiency and
+  // oversubscription, which that simulation already contains.
+  std::shared_ptr<const EcmpTable> ecmp_table;
+  int ecmp_qps = 1;             // QPs per connection, for the table lookup
   double nvlink_efficiency = 0.775;
   double nvls_efficiency = 0.6;
   double net_efficiency = 0.92;
@@ -133,6 +142,8 @@ class CollectiveModel {
   CollectiveCost best(Collective c, double bytes) const;
   const Group& group() const { return group_; }
   int hosts() const { return hosts_; }
+  // Whether the group's network bandwidths came from the network's ECMP-efficiency table.
+  bool uses_ecmp_table() const { return ecmp_from_table_; }
 
  private:
   Group group_;
@@ -143,12 +154,14 @@ class CollectiveModel {
   double bw_net_ = 0;       // bus bandwidth across hosts (the group's rails on one host)
   double bw_net_xrail_ = 0; // per-GPU bandwidth for traffic that must change rails in the fabric
   double bw_gpu_net_ = 0;   // one GPU's NIC share, after tier effects
+  double bw_a2a_ = 0;       // per-GPU bandwidth of the all-to-all's cross-host part
   double hops_ = 0;          // switch traversals of one network step, s
   double hops_xrail_ = 0;
   double base_[kAlgorithms][kProtocols] = {};  // s
   double nvl_[kAlgorithms][kProtocols] = {};   // s per NVLink step
   double net_[kAlgorithms][kProtocols] = {};   // s per network step, before switch hops
   bool pxn_ = true;
+  bool ecmp_from_table_ = false;  // the bandwidths above came from net.ecmp_table
 };
 
 // Convenience: best time of one collective of `bytes` on `group`.

@@ -15,9 +15,16 @@ struct SearchOptions {
   int top_k = 10;
   // Candidate values per dimension; empty lists get defaults from the model and the GPU count.
   std::vector<int> tp, pp, micro_batch, vp, ep;
+  // Context-parallel sizes; empty: 1, plus 2, 4 and 8 for sequences of 16K tokens or more.
+  std::vector<int> cp;
   std::vector<Recompute> recompute{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   std::vector<bool> sequence_parallel{false, true};
   std::vector<bool> distributed_optimizer{false, true};
+  // GEMM precisions to try; empty: base.dtype only. FP8 is skipped on hardware without an FP8 peak.
+  std::vector<DType> dtypes;
+  // Also try pipelines whose first and last stages hold one layer fewer than the others (they
+  // also carry the embedding and the output layer), which lets pp not divide the layer count.
+  bool lighter_end_stages = true;
   TrainConfig base;  // switches that are not searched (dtype, flash attention, overlaps)
   // Called now and then with (layouts looked at, total layouts); may be empty.
   std::function<void(std::size_t, std::size_t)> progress;
@@ -43,9 +50,10 @@ struct SearchResult {
 
 int default_global_batch(const ModelSpec& model);
 
-// The layouts the search would look at, valid or not (for benchmarks and tests).
+// The layouts the search would look at, valid or not (for benchmarks and tests); with `hw`,
+// precisions the hardware lacks are left out.
 std::vector<TrainConfig> enumerate_layouts(const ModelSpec& model, const Network& net, int gpus,
-                                           const SearchOptions& options);
+                                           const SearchOptions& options, const HardwareSpec* hw = nullptr);
 
 SearchResult search(const ModelSpec& model, const HardwareSpec& hw, const Network& net, int gpus,
                     const SearchOptions& options);

@@ -90,6 +90,10 @@ struct HardwareSpec {
     double tp_overlap = 0.5;     // share of backward TP communication hidden behind weight-gradient GEMMs
     double dp_overlap = 1.0;     // share of an overlappable DP collective that can hide under compute
     double step_overhead = 0;    // s per step outside the modelled work (fitted by calibrate --steps)
+    // Per-rank, per-step compute-time variation (standard deviation / mean: clocks, thermals,
+    // OS noise). Every step waits for the slowest rank, so it costs compute x straggler_cv x the
+    // expected maximum of N standard normals, N the ranks; 0 turns the term off.
+    double straggler_cv = 0;
     int gemm_tile_m = 256;       // output tile of the large-GEMM kernels (wave quantisation)
     int gemm_tile_n = 128;
   } eff;
@@ -107,8 +111,21 @@ struct TrainConfig {
   int tp = 1;
   int pp = 1;
   int dp = 0;
+  // Context parallelism (ring attention): the sequence is split over cp ranks (TP innermost, then
+  // CP, then DP), attention exchanges K and V around the CP ring, and the CP ranks reduce their
+  // gradients with the DP group, as Megatron-core does (Llama 3 405B trained with it).
+  int cp = 1;
   int ep = 1;               // expert parallel, within tp x dp (MoE layers use expert TP = 1)
+  // Token imbalance of the router: the tokens the busiest expert-parallel rank receives over the
+  // mean (after any capacity limit), 1 to ep. The busiest rank sets the pace of the all-to-all
+  // and of the expert GEMMs; a skewed router (DeepSeek-V3-style wide EP) makes it > 1.
+  double ep_imbalance = 1.0;
   int vp = 1;               // virtual pipeline stages (interleaved 1F1B when > 1)
+  // Layers of the first and last pipeline stage when they differ from the rest (Megatron's
+  // --decoder-first/last-pipeline-num-layers: large runs lighten the stages that also hold the
+  // embedding and the output layer); 0 = an even split. The middle stages share the rest evenly.
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
   bool distributed_optimizer = false;
@@ -121,7 +138,8 @@ struct TrainConfig {
   bool fp32_grad_reduce = true;  // reduce gradients in fp32 (Megatron's default with bf16)
 
   int microbatches() const { return global_batch / (micro_batch * dp); }
-  int gpus() const { return tp * pp * dp; }
+  bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+  int gpus() const { return tp * cp * pp * dp; }
 };
 
 // Checks that config fits model and GPU count, fills dp when 0, and throws SpecError naming the

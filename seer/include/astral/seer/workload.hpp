@@ -31,7 +31,7 @@ enum class OpKind : std::uint8_t {
 const char* to_string(OpKind k);
 
 // The parallel dimension a collective runs on.
-enum class CommDim : std::uint8_t { kNone, kTp, kEp, kPp, kDp };
+enum class CommDim : std::uint8_t { kNone, kTp, kEp, kPp, kDp, kCp };
 const char* to_string(CommDim d);
 
 enum class Phase : std::uint8_t { kForward, kBackward, kRecompute };
@@ -88,8 +88,10 @@ class Workload {
     double expert = 0;
   };
   StageParams stage_params(int stage) const;
-  // Layers of chunk `chunk` on `stage` (interleaved order) and how many of them are MoE.
-  int layers_per_chunk() const { return layers_per_chunk_; }
+  // Layers of chunk `chunk` on `stage` (interleaved order; first and last stages may differ,
+  // TrainConfig::first_stage_layers), the index of its first layer, and how many are MoE.
+  int layers_in_chunk(int stage, int chunk) const;
+  int first_layer(int stage, int chunk) const;
   int moe_layers_in_chunk(int stage, int chunk) const;
 
   // Optimizer step over `params` parameters of which `sharded_share` are updated locally.
@@ -111,11 +113,14 @@ class Workload {
   BlockWork build_embedding() const;
   BlockWork build_output() const;
   void cost(BlockWork& w) const;
+  double gemm_op_seconds(const Op& op) const;  // with FP8's casts when config.dtype is fp8
+  static void hide_kv_exchange(std::vector<Op>& ops);
 
   const ModelSpec& model_;
   const HardwareSpec& hw_;
   const TrainConfig& config_;
   CollectiveModel tp_;
+  CollectiveModel cp_;
   CollectiveModel ep_;
   CollectiveModel dp_;
   CollectiveModel edp_;  // data parallel for expert weights
