@@ -127,6 +127,20 @@ TEST_CASE("ASTRAL_IB_HCA takes NCCL_IB_HCA's syntax", "[plugin][ib][units]") {
   auto rails = ib::HcaFilter::parse("mlx5_2:1:3:0");  // 2.30's dev:port:rail:plane
   CHECK(rails.accepts("mlx5_2", 1));
   CHECK_FALSE(rails.accepts("mlx5_2", 2));
+  // ... whose rail and plane place the port (NCCL 2.30.7's railId / planeId).
+  int rail = -1, plane = -1;
+  rails.place("mlx5_2", 1, &rail, &plane);
+  CHECK((rail == 3 && plane == 0));
+  auto partial = ib::HcaFilter::parse("=mlx5_0:1:5,mlx5_1:1:x:2");
+  rail = plane = -1;
+  partial.place("mlx5_0", 1, &rail, &plane);
+  CHECK((rail == 5 && plane == -1));  // no plane given: the node model's stays
+  rail = plane = 7;
+  partial.place("mlx5_1", 1, &rail, &plane);
+  CHECK((rail == 7 && plane == 2));  // a rail that is not a number is ignored
+  rail = plane = -1;
+  ib::HcaFilter::parse("^mlx5_2:1:3:0").place("mlx5_2", 1, &rail, &plane);
+  CHECK((rail == -1 && plane == -1));  // an exclusion list places nothing
 }
 
 TEST_CASE("RoCE GID choice follows NCCL's index, family and version rules", "[plugin][ib][units]") {

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "astral/trace/event.hpp"
@@ -73,6 +74,10 @@ struct CommRecord {
   CommInfo info;
 };
 struct ConnectionRecord {
+  ConnectionRecord() = default;
+  // {comm_hash, connection} keeps working as it did before paths existed.
+  ConnectionRecord(uint64_t hash, const Connection& c, std::optional<NetPath> p = std::nullopt)
+      : comm_hash(hash), connection(c), path(std::move(p)) {}
   uint64_t comm_hash = 0;
   Connection connection;
   std::optional<NetPath> path;  // the transport's fabric path (ib); absent for tcp and old files
