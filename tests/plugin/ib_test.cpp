@@ -16,6 +16,7 @@
 #include "harness.hpp"
 #include "ib/hca.hpp"
 #include "ib/hca_filter.hpp"
+#include "ib/planning.hpp"
 #include "ib/wire.hpp"
 #include "pattern.hpp"
 #include "run_process.hpp"
@@ -127,6 +128,51 @@ TEST_CASE("ASTRAL_IB_HCA takes NCCL_IB_HCA's syntax", "[plugin][ib][units]") {
   auto rails = ib::HcaFilter::parse("mlx5_2:1:3:0");  // 2.30's dev:port:rail:plane
   CHECK(rails.accepts("mlx5_2", 1));
   CHECK_FALSE(rails.accepts("mlx5_2", 2));
+  // ... whose rail and plane place the port (NCCL 2.30.7's railId / planeId).
+  int rail = -1, plane = -1;
+  rails.place("mlx5_2", 1, &rail, &plane);
+  CHECK((rail == 3 && plane == 0));
+  auto partial = ib::HcaFilter::parse("=mlx5_0:1:5,mlx5_1:1:x:2");
+  rail = plane = -1;
+  partial.place("mlx5_0", 1, &rail, &plane);
+  CHECK((rail == 5 && plane == -1));  // no plane given: the node model's stays
+  rail = plane = 7;
+  partial.place("mlx5_1", 1, &rail, &plane);
+  CHECK((rail == 7 && plane == 2));  // a rail that is not a number is ignored
+  rail = plane = -1;
+  ib::HcaFilter::parse("^mlx5_2:1:3:0").place("mlx5_2", 1, &rail, &plane);
+  CHECK((rail == -1 && plane == -1));  // an exclusion list places nothing
+}
+
+TEST_CASE("the accepting side's trace path is the connecting side's plan, with its IB DLIDs",
+          "[plugin][ib][units]") {
+  ib::PlanMessage message{};
+  message.magic = ib::kPlanMagic;
+  message.qps = 3;
+  message.sl = 4;
+  message.policy = uint8_t(ib::PathPolicy::kSpread);
+  for (int q = 0; q < 3; ++q) message.path_index[q] = uint8_t(q + 1);
+  ib::IbPort local;
+  local.port = 1;
+  local.rail = 5;
+  local.plane = 1;
+  ib::QpMeta peer = good_meta();
+  peer.lid = 8;
+  peer.lmc = 1;  // owns LIDs 8 and 9: path indices wrap within the LMC as at RTR
+  std::strcpy(peer.host, "beta");
+  const ib::ConnectionPlan plan = ib::plan_from_message(message, false, local, peer);
+  const astral::trace::NetPath& p = plan.trace_path;
+  CHECK(p.transport == "ib");
+  CHECK(p.link_layer == "IB");
+  CHECK(p.policy == "spread");
+  CHECK(p.source == "the connecting side's plan");
+  CHECK((p.rail == 5 && p.plane == 1 && p.sl == 4 && p.gid_index == -1));
+  REQUIRE(p.qps.size() == 3);
+  CHECK(p.qps[0].dlid == 9);
+  CHECK(p.qps[1].dlid == 8);
+  CHECK(p.qps[2].dlid == 9);
+  CHECK(p.qps[1].path_index == 2);
+  CHECK(plan.text.find("-> beta") != std::string::npos);
 }
 
 TEST_CASE("RoCE GID choice follows NCCL's index, family and version rules", "[plugin][ib][units]") {

@@ -11,7 +11,8 @@ target_link_libraries(trace_profiler_driver PRIVATE ${CMAKE_DL_LIBS})
 
 if(TARGET test_trace)
   target_link_libraries(test_trace PRIVATE nlohmann_json::nlohmann_json ${CMAKE_DL_LIBS})
-  target_include_directories(test_trace PRIVATE ${PROJECT_SOURCE_DIR}/plugin)
+  # trace/src: the path tests edit an entry of the on-disk format (format.hpp) directly.
+  target_include_directories(test_trace PRIVATE ${PROJECT_SOURCE_DIR}/plugin ${PROJECT_SOURCE_DIR}/trace/src)
   add_dependencies(test_trace trace_test_helper trace_profiler_driver astral nccl-net-astral)
   target_compile_definitions(test_trace PRIVATE TRACE_TEST_HELPER="$<TARGET_FILE:trace_test_helper>"
                                                 ASTRAL_CLI="$<TARGET_FILE:astral>"

@@ -145,6 +145,7 @@ class Builder {
       i.name = c->is_send ? "connect" : "accept";
       args.hex("conn", c->conn_id).str("remote_host", file.str(c->remote_host)).str("nic", file.str(c->nic));
       args.str("remote_addr", file.str(c->remote_addr)).num("port", c->port).num("streams", c->streams);
+      if (const NetPath* path = file.connection_path(c->conn_id, c->is_send)) args.raw("path", path_to_json(*path));
     } else if (auto* n = e.as<NetFault>()) {
       i.track = net_track(f, n->conn_id, i.track_name);
       i.name = e.kind == EventKind::NetError ? "net error" : e.kind == EventKind::NetPeerLost ? "peer lost" : "close";

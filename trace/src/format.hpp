@@ -123,6 +123,33 @@ struct MetaConnection {
   uint32_t is_send;
   uint32_t reserved;
 };
+// A connection entry may continue with its path (astral/trace/path.hpp): MetaPathHead, then
+// `nqps` MetaPathQp. A reader that predates it reads only the MetaConnection; a tail whose
+// magic differs is from a newer writer and is skipped.
+inline constexpr uint32_t kPathMagic = 0x48544150;  // "PATH"
+inline constexpr uint16_t kPathVersion = 1;
+struct MetaPathHead {
+  uint32_t magic;    // kPathMagic
+  uint16_t version;  // kPathVersion
+  uint16_t nqps;     // <= kMaxPathQps
+  StringId transport, link_layer, policy, source, note;
+  int16_t port, plane, rail, gid_index;
+  uint8_t sl, tc;
+  uint16_t qps_dropped;
+  uint16_t reserved;
+};
+struct MetaPathQp {
+  uint32_t flow_label;
+  uint16_t udp_sport;
+  uint16_t dlid;
+  int32_t uplink_link;
+  StringId uplink;
+  uint8_t qp;
+  uint8_t path_index;
+};
+static_assert(sizeof(MetaConnection) == 48);
+static_assert(sizeof(MetaPathHead) == 32);
+static_assert(sizeof(MetaPathQp) == 16);
 
 // Checksums: cheap (independent multiplies summed, one final mix), seeded with where the bytes
 // live so that a stale record from an earlier use of a slot never validates.

@@ -61,7 +61,52 @@ FileHeader read_header(const uint8_t* data, size_t size, const std::string& name
   return h;
 }
 
+// A connection entry's path tail, kept with raw string ids until every string is read.
+struct PendingPath {
+  size_t connection = 0;
+  format::MetaPathHead head{};
+  std::vector<format::MetaPathQp> qps;
+};
+
+void read_path_tail(const uint8_t* tail, size_t bytes, uint64_t off, TraceFile& out,
+                    std::vector<PendingPath>& paths) {
+  PendingPath p;
+  p.connection = out.connections.size() - 1;
+  std::memcpy(&p.head, tail, sizeof p.head);
+  if (p.head.magic != format::kPathMagic || p.head.version != format::kPathVersion) return;  // newer writer
+  if (p.head.nqps > kMaxPathQps || sizeof p.head + p.head.nqps * sizeof(format::MetaPathQp) > bytes) {
+    ++out.damage.corrupt_metadata;
+    note(out.damage, "connection entry at offset " + std::to_string(off) + " has a path longer than the entry");
+    return;
+  }
+  p.qps.resize(p.head.nqps);
+  std::memcpy(p.qps.data(), tail + sizeof p.head, p.qps.size() * sizeof(format::MetaPathQp));
+  paths.push_back(std::move(p));
+}
+
+NetPath resolve_path(const PendingPath& p, const TraceFile& f) {
+  const format::MetaPathHead& h = p.head;
+  NetPath path;
+  path.transport = f.str(h.transport);
+  path.link_layer = f.str(h.link_layer);
+  path.policy = f.str(h.policy);
+  path.source = f.str(h.source);
+  path.note = f.str(h.note);
+  path.port = h.port;
+  path.plane = h.plane;
+  path.rail = h.rail;
+  path.gid_index = h.gid_index;
+  path.sl = h.sl;
+  path.tc = h.tc;
+  path.qps_dropped = h.qps_dropped;
+  for (const format::MetaPathQp& w : p.qps)
+    path.qps.push_back(NetPathQp{w.qp, w.flow_label, w.udp_sport, w.dlid, w.path_index, w.uplink_link,
+                                 std::string(f.str(w.uplink))});
+  return path;
+}
+
 void read_metadata(const uint8_t* data, size_t size, const FileHeader& h, TraceFile& out) {
+  std::vector<PendingPath> paths;
   const uint64_t region_end = std::min<uint64_t>(h.metadata_offset + h.metadata_bytes, size);
   uint64_t off = h.metadata_offset;
   while (off + sizeof(format::MetaEntryHeader) <= region_end) {
@@ -92,10 +137,14 @@ void read_metadata(const uint8_t* data, size_t size, const FileHeader& h, TraceF
     } else if (head.type == format::kMetaConnection && body_bytes >= sizeof(format::MetaConnection)) {
       format::MetaConnection m;
       std::memcpy(&m, body, sizeof m);
-      out.connections.push_back({m.comm_hash, format::decode_connection(m)});
+      out.connections.push_back({m.comm_hash, format::decode_connection(m), std::nullopt});
+      const size_t tail = body_bytes - sizeof m;
+      if (tail >= sizeof(format::MetaPathHead))
+        read_path_tail(body + sizeof m, tail, off, out, paths);
     }  // other types: from a newer writer, skipped
     off += head.bytes;
   }
+  for (const PendingPath& p : paths) out.connections[p.connection].path = resolve_path(p, out);
 }
 
 bool all_zero(const uint8_t* p, size_t n) {
@@ -235,6 +284,13 @@ std::string_view TraceFile::str(StringId id) const noexcept {
   if (id == 0) return "";
   if (id < strings.size()) return strings[id];
   return "?";
+}
+
+const NetPath* TraceFile::connection_path(uint64_t conn_id, std::optional<bool> is_send) const noexcept {
+  for (const auto& c : connections)
+    if (c.connection.conn_id == conn_id && c.path && (!is_send || c.connection.is_send == *is_send))
+      return &*c.path;
+  return nullptr;
 }
 
 const Connection* TraceFile::connection(uint64_t conn_id) const noexcept {

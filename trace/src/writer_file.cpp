@@ -262,12 +262,50 @@ void Writer::add_comm(uint64_t comm_hash, const CommInfo& info) noexcept {
   record(e);
 }
 
-void Writer::add_connection(uint64_t comm_hash, const Connection& connection) noexcept {
+namespace {
+int16_t clamp16(int32_t v) { return static_cast<int16_t>(std::clamp<int32_t>(v, INT16_MIN, INT16_MAX)); }
+}  // namespace
+
+// The path tail of a connection entry (format.hpp, MetaPathHead); strings interned first, since
+// intern() takes the metadata lock itself. Returns the tail's size.
+size_t Writer::encode_path(const NetPath& p, uint8_t* out) noexcept {
+  const size_t nqps = std::min(p.qps.size(), kMaxPathQps);
+  format::MetaPathHead head{};
+  head.magic = format::kPathMagic;
+  head.version = format::kPathVersion;
+  head.nqps = static_cast<uint16_t>(nqps);
+  head.transport = intern(p.transport);
+  head.link_layer = intern(p.link_layer);
+  head.policy = intern(p.policy);
+  head.source = intern(p.source);
+  head.note = p.note.empty() ? 0 : intern(p.note);
+  head.port = clamp16(p.port);
+  head.plane = clamp16(p.plane);
+  head.rail = clamp16(p.rail);
+  head.gid_index = clamp16(p.gid_index);
+  head.sl = static_cast<uint8_t>(p.sl);
+  head.tc = static_cast<uint8_t>(p.tc);
+  const uint64_t dropped = p.qps_dropped + (p.qps.size() - nqps);
+  head.qps_dropped = static_cast<uint16_t>(std::min<uint64_t>(dropped, UINT16_MAX));
+  std::memcpy(out, &head, sizeof head);
+  for (size_t i = 0; i < nqps; ++i) {
+    const NetPathQp& q = p.qps[i];
+    const format::MetaPathQp w{q.flow_label, q.udp_sport, q.dlid, q.uplink_link,
+                               q.uplink.empty() ? StringId{0} : intern(q.uplink),
+                               static_cast<uint8_t>(q.qp), static_cast<uint8_t>(q.path_index)};
+    std::memcpy(out + sizeof head + i * sizeof w, &w, sizeof w);
+  }
+  return sizeof head + nqps * sizeof(format::MetaPathQp);
+}
+
+void Writer::add_connection(uint64_t comm_hash, const Connection& connection, const NetPath* path) noexcept {
+  uint8_t tail[sizeof(format::MetaPathHead) + kMaxPathQps * sizeof(format::MetaPathQp)];
+  const size_t tail_bytes = path ? encode_path(*path, tail) : 0;
   {
     std::lock_guard lock(state_->meta_mutex);
     format::MetaConnection body;
     format::encode_connection(connection, comm_hash, body);
-    state_->append_meta(format::kMetaConnection, &body, sizeof body);
+    state_->append_meta(format::kMetaConnection, &body, sizeof body, tail, tail_bytes);
   }
   Event e;
   e.kind = EventKind::NetConnect;

@@ -45,18 +45,7 @@ class TraceNetObserver final : public NetObserver {
     connection.local_addr = writer_.intern(c.local_address);
     connection.remote_addr = writer_.intern(c.remote_address);
     connection.is_send = c.sender;
-    writer_.add_connection(c.comm_id, connection);
-    if (!c.path.empty()) {
-      // The ib transport's path plan (JSON), as a note naming the connection: the connection
-      // record has no field for it, and the monitor maps it to a fabric path from here.
-      std::string text = fmt::format("connection {:#x} path {}", c.connection_id, c.path);
-      if (text.size() > 480) text.resize(480);  // string table entries are bounded
-      tr::Event note;
-      note.kind = tr::EventKind::Note;
-      note.comm_hash = c.comm_id;
-      note.payload = tr::Note{writer_.intern(text), 0};
-      writer_.record(note);
-    }
+    writer_.add_connection(c.comm_id, connection, c.path);
   }
 
   void on_posted(const TransferInfo& t) noexcept override {

@@ -160,7 +160,7 @@ bool IbListenComm::step(Pending& p, std::unique_ptr<RecvComm>* recv_comm) {
   if (status < 0) return drop(why);
   if (status == 0) return false;
   if (!check_plan(p.plan_message, p.peer.qps, &why)) return drop("path plan: " + why);
-  p.plan = plan_from_message(p.plan_message, p.peer.split != 0, setup_.port);
+  p.plan = plan_from_message(p.plan_message, p.peer.split != 0, setup_.port, p.peer);
   if (!p.queues->connect(p.peer, p.plan, setup_.config, &why)) return drop(why);
   auto conn = std::make_unique<Connection>(setup_.ctx, std::move(p.queues),
                                            std::move(p.established.sockets[0]), false,

@@ -176,7 +176,7 @@ Connection::Connection(std::shared_ptr<NetContext> ctx, std::unique_ptr<Queues> 
   info_.local_address = local_address_;
   info_.remote_address = remote_address_;
   info_.streams = queues_->qp_count();
-  info_.path = plan_.json;
+  info_.path = &plan_.trace_path;
   const net::NetAttr hints = ctx_->attr();
   info_.hint_max_flows = sender ? hints.send_max_flows : hints.recv_max_flows;
   ASTRAL_INFO("NET/IB : {} connection {} {} {} on {}: {}", sender ? "send" : "receive",

@@ -28,7 +28,7 @@ struct ConnectionPlan {
   std::array<uint32_t, kMaxQps> flow_label{};
   std::array<uint8_t, kMaxQps> path_bits{};  // IB path index: DLID = peer's base LID + this
   std::string text;  // the plan as logged at INFO
-  std::string json;  // the plan as the trace's connection event records it
+  trace::NetPath trace_path;  // the plan as the trace's connection record keeps it
 };
 
 // Limits of one connection's queues: every request NCCL may have in flight, each of up to two

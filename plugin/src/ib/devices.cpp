@@ -149,6 +149,7 @@ void add_ports_of(const std::shared_ptr<Hca>& hca, const IbConfig& config, const
     }
     IbPort p;
     if (!describe_port(v, hca, port, attr, config, host, &p)) continue;
+    filter.place(hca->name(), port, &p.rail, &p.plane);
     p.gdr = gdr;
     p.dmabuf = dmabuf;
     ports->push_back(std::move(p));

@@ -15,27 +15,43 @@ HcaFilter HcaFilter::parse(const std::string& text) {
   while (std::getline(in, item, ',')) {
     if (item.empty()) continue;
     Entry e;
-    // NCCL 2.30 also accepts dev:port:rail:plane; the fields after the port are not selection.
-    auto colon = item.find(':');
-    e.device = item.substr(0, colon);
-    if (colon != std::string::npos) {
+    // device[:port[:rail[:plane]]] (NCCL 2.30.7); a field that is not a number is ignored.
+    std::stringstream fields(item);
+    std::string field;
+    std::getline(fields, e.device, ':');
+    int* numbers[] = {&e.port, &e.rail, &e.plane};
+    for (int* number : numbers) {
+      if (!std::getline(fields, field, ':')) break;
       char* end = nullptr;
-      long port = std::strtol(item.c_str() + colon + 1, &end, 10);
-      if (end != item.c_str() + colon + 1 && port > 0) e.port = static_cast<int>(port);
+      long value = std::strtol(field.c_str(), &end, 10);
+      bool ok = !field.empty() && *end == '\0' && value >= (number == &e.port ? 1 : 0) && value < 32768;
+      if (ok) *number = static_cast<int>(value);
     }
     if (!e.device.empty()) f.entries_.push_back(e);
   }
   return f;
 }
 
+bool HcaFilter::matches(const Entry& e, const std::string& device, int port) const {
+  bool name = exact_ ? device == e.device : device.compare(0, e.device.size(), e.device) == 0;
+  return name && (e.port < 0 || e.port == port);
+}
+
 bool HcaFilter::accepts(const std::string& device, int port) const {
   if (entries_.empty()) return true;
   bool listed = false;
-  for (const Entry& e : entries_) {
-    bool name = exact_ ? device == e.device : device.compare(0, e.device.size(), e.device) == 0;
-    if (name && (e.port < 0 || e.port == port)) listed = true;
-  }
+  for (const Entry& e : entries_) listed = listed || matches(e, device, port);
   return listed != exclude_;
+}
+
+void HcaFilter::place(const std::string& device, int port, int* rail, int* plane) const {
+  if (exclude_) return;
+  bool rail_set = false, plane_set = false;
+  for (const Entry& e : entries_) {
+    if (!matches(e, device, port)) continue;
+    if (e.rail >= 0 && !rail_set) *rail = e.rail, rail_set = true;
+    if (e.plane >= 0 && !plane_set) *plane = e.plane, plane_set = true;
+  }
 }
 
 }  // namespace astral::plugin::ib

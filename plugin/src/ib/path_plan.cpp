@@ -389,19 +389,27 @@ std::string format_plan(const PathPlan& plan, const PathRequest& r) {
   return out;
 }
 
+trace::NetPath to_trace_path(const PathPlan& plan) {
+  trace::NetPath p;
+  p.transport = "ib";
+  p.link_layer = link_layer_name(plan.link_layer);
+  p.policy = policy_name(plan.policy);
+  p.source = plan.source;
+  p.note = plan.note;
+  p.port = plan.port;
+  p.plane = plan.plane;
+  p.rail = plan.rail;
+  p.sl = plan.sl;
+  p.tc = plan.tc;
+  p.gid_index = plan.gid_index;
+  for (const QpPath& q : plan.qps)
+    p.qps.push_back(trace::NetPathQp{uint32_t(q.qp), q.flow_label, q.udp_sport, q.dlid,
+                                     uint32_t(q.path_index), q.uplink, q.uplink_name});
+  return p;
+}
+
 nlohmann::json plan_to_json(const PathPlan& plan) {
-  nlohmann::json j = {{"policy", policy_name(plan.policy)}, {"source", plan.source},
-                      {"link_layer", link_layer_name(plan.link_layer)}, {"port", plan.port},
-                      {"plane", plan.plane}, {"rail", plan.rail}, {"sl", plan.sl}, {"tc", plan.tc},
-                      {"gid_index", plan.gid_index}};
-  j["qps"] = nlohmann::json::array();
-  for (const QpPath& p : plan.qps) {
-    nlohmann::json q = {{"qp", p.qp}, {"flow_label", p.flow_label}, {"udp_sport", p.udp_sport},
-                        {"dlid", p.dlid}, {"path_index", p.path_index}};
-    if (p.uplink >= 0) q["uplink"] = p.uplink_name, q["uplink_link"] = p.uplink;
-    j["qps"].push_back(std::move(q));
-  }
-  if (!plan.note.empty()) j["note"] = plan.note;
+  nlohmann::json j = nlohmann::json::parse(trace::path_to_json(to_trace_path(plan)));
   if (!plan.ok()) j["error"] = plan.error;
   return j;
 }

@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "astral/trace/path.hpp"
+
 namespace astral::topo {
 class Fabric;
 class Router;
@@ -157,9 +159,9 @@ PathPlan plan_paths(const PathRequest& request);
 // "path plan pinned (hash model: disjoint uplinks) RoCE alpha rail 0 plane 0 port 1 -> beta rail 0
 //  plane 0: gid 3 sl 0 tc 106; qp0 label 0x0c001 sport 49153, ..." for the INFO log.
 std::string format_plan(const PathPlan& plan, const PathRequest& request);
-// {"policy", "source", "link_layer", "port", "plane", "sl", "tc", "gid_index",
-//  "qps": [{"qp", "flow_label", "udp_sport", "dlid", "path_index", "uplink"?, "uplink_link"?}],
-//  "note"?, "error"?} for the trace's connection event.
+// The plan as the trace's connection record keeps it (transport "ib").
+trace::NetPath to_trace_path(const PathPlan& plan);
+// trace::path_to_json of to_trace_path, plus "error" when the plan refuses the connection.
 nlohmann::json plan_to_json(const PathPlan& plan);
 
 }  // namespace astral::plugin::ib

@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 namespace astral::plugin::ib {
 namespace {
@@ -47,7 +46,7 @@ ConnectionPlan to_connection_plan(const PathPlan& plan, const PathRequest& reque
     c.path_bits[size_t(q.qp)] = uint8_t(q.path_index);
   }
   c.text = format_plan(plan, request);
-  c.json = plan_to_json(plan).dump();
+  c.trace_path = to_trace_path(plan);
   return c;
 }
 
@@ -92,7 +91,8 @@ bool plan_connection(const PlanInputs& in, const IbPort& local, const QpMeta& pe
   return true;
 }
 
-ConnectionPlan plan_from_message(const PlanMessage& message, bool split, const IbPort& local) {
+ConnectionPlan plan_from_message(const PlanMessage& message, bool split, const IbPort& local,
+                                 const QpMeta& peer) {
   // Rebuilt as a PathPlan so that the log line and the trace record read as the sender's do.
   PathPlan plan;
   plan.policy = static_cast<PathPolicy>(message.policy);
@@ -110,11 +110,12 @@ ConnectionPlan plan_from_message(const PlanMessage& message, bool split, const I
     p.flow_label = message.flow_label[q];
     p.udp_sport = p.flow_label ? flow_label_to_udp_sport(p.flow_label) : 0;
     p.path_index = message.path_index[q];
+    if (!local.ethernet) p.dlid = uint16_t(peer.lid + (p.path_index & ((1 << peer.lmc) - 1)));  // as at RTR
     plan.qps.push_back(p);
   }
   PathRequest request;
   request.local = local_endpoint(local, local_host_name());
-  request.remote.host = "peer";
+  request.remote.host.assign(peer.host, strnlen(peer.host, sizeof peer.host));
   return to_connection_plan(plan, request, split);
 }
 

@@ -27,8 +27,10 @@ struct PlanInputs {
 bool plan_connection(const PlanInputs& in, const IbPort& local, const QpMeta& peer,
                      ConnectionPlan* mine, PlanMessage* theirs, std::string* why);
 
-// The accepting side's plan, as the connecting side sent it.
-ConnectionPlan plan_from_message(const PlanMessage& message, bool split, const IbPort& local);
+// The accepting side's plan, as the connecting side sent it (`peer`: the connecting side's QP
+// metadata, whose base LID the IB DLIDs count from).
+ConnectionPlan plan_from_message(const PlanMessage& message, bool split, const IbPort& local,
+                                 const QpMeta& peer);
 
 // This host's name for the fabric model: ASTRAL_HOSTNAME, else gethostname().
 std::string local_host_name();

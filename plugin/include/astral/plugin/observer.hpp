@@ -10,6 +10,8 @@
 #include <memory>
 #include <string_view>
 
+#include "astral/trace/path.hpp"
+
 namespace astral::plugin {
 
 struct ConnectionInfo {
@@ -26,9 +28,9 @@ struct ConnectionInfo {
   // setNetAttr hints of the communicator when the connection was set up (-1 = NCCL set none):
   // flows per peer in this connection's direction.
   int hint_max_flows = -1;
-  // The ib transport's path plan ("policy pinned sl 0 tc 0 plane 0 qps 2 qp0:flow_label=..."),
-  // empty for tcp.
-  std::string_view path;
+  // The fabric path this end's QPs were programmed with (the ib transport's plan: plane, SL,
+  // TC, GID, per QP flow label / UDP source port / DLID); null for tcp.
+  const trace::NetPath* path = nullptr;
 };
 
 struct TransferInfo {

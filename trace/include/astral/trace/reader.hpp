@@ -9,12 +9,15 @@
 // returned, and what could not be read is counted in `damage` instead of failing. Only a file
 // that is not a trace at all (or whose header is unusable) throws TraceError.
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "astral/trace/event.hpp"
+#include "astral/trace/path.hpp"
 
 namespace astral::trace {
 
@@ -71,8 +74,13 @@ struct CommRecord {
   CommInfo info;
 };
 struct ConnectionRecord {
+  ConnectionRecord() = default;
+  // {comm_hash, connection} keeps working as it did before paths existed.
+  ConnectionRecord(uint64_t hash, const Connection& c, std::optional<NetPath> p = std::nullopt)
+      : comm_hash(hash), connection(c), path(std::move(p)) {}
   uint64_t comm_hash = 0;
   Connection connection;
+  std::optional<NetPath> path;  // the transport's fabric path (ib); absent for tcp and old files
 };
 struct ClockPoint {
   uint64_t mono_ns = 0;
@@ -94,6 +102,9 @@ struct TraceFile {
 
   std::string_view str(StringId id) const noexcept;  // "" for 0, "?" for an unknown id
   const Connection* connection(uint64_t conn_id) const noexcept;
+  // The path of this file's end of connection `conn_id` (its sending or receiving end when
+  // `is_send` says which: a process may hold both), or null (tcp, a writer before paths).
+  const NetPath* connection_path(uint64_t conn_id, std::optional<bool> is_send = std::nullopt) const noexcept;
   const CommInfo* comm(uint64_t comm_hash) const noexcept;
   // CLOCK_REALTIME minus CLOCK_MONOTONIC (median of the readings): the wall-clock fallback
   // for placing this file on a cluster timeline.

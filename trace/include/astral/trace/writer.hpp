@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "astral/trace/event.hpp"
+#include "astral/trace/path.hpp"
 
 namespace astral::trace {
 
@@ -68,9 +69,11 @@ class Writer {
   StringId intern_static(const char* text) noexcept;
 
   // Persistent descriptions kept in the metadata region (never overwritten by wrapping), each
-  // also recorded as an event (CommInit, NetConnect).
+  // also recorded as an event (CommInit, NetConnect). A connection's path, when the transport
+  // has one, is kept in the same entry (at most kMaxPathQps QPs).
   void add_comm(uint64_t comm_hash, const CommInfo& info) noexcept;
-  void add_connection(uint64_t comm_hash, const Connection& connection) noexcept;
+  void add_connection(uint64_t comm_hash, const Connection& connection,
+                      const NetPath* path = nullptr) noexcept;
   // The process's rank and communicator for the header (the first call wins unless `replace`).
   void set_identity(int32_t rank, int32_t nranks, uint64_t comm_hash, bool replace = false) noexcept;
 
@@ -86,6 +89,7 @@ class Writer {
 
  private:
   explicit Writer(std::unique_ptr<State> state) noexcept;
+  size_t encode_path(const NetPath& path, uint8_t* out) noexcept;
   std::unique_ptr<State> state_;
 };
 
