@@ -8,6 +8,7 @@
 #include <string>
 
 #include "harness.hpp"
+#include "softhca_env.hpp"
 
 using namespace astral::test;
 
@@ -110,5 +111,25 @@ TEST_CASE("no usable interface: zero devices, so NCCL moves on", "[tcp-only][plu
   CHECK(plugin.net().devices(&ndev) == ncclSuccess);
   CHECK(ndev == 0);
   CHECK(LogCapture::count(NCCL_LOG_WARN, "ASTRAL_SOCKET_IFNAME matches no up interface") >= 1);
+  plugin.net().finalize(ctx);
+}
+
+// The ib counterpart: softhca lists devices but none has a port ASTRAL_IB_HCA selects that is
+// ACTIVE (mlx5_2's only port is DOWN). No usable device is 0 devices and one INFO line, not an
+// error: NCCL then moves on to another transport. [.ib-only]: run by the "plugin: ib: " entries.
+TEST_CASE("ib: no ACTIVE port: zero devices and one INFO line, so NCCL moves on",
+          "[.ib-only][plugin][lifecycle]") {
+  SofthcaEnv env;
+  ScopedEnv hca("ASTRAL_IB_HCA", "=mlx5_2");
+  LogCapture::clear();
+  LoadedPlugin plugin;
+  void* ctx = plugin.init();
+  int ndev = -1;
+  CHECK(plugin.net().devices(&ndev) == ncclSuccess);
+  CHECK(ndev == 0);
+  CHECK(LogCapture::count(NCCL_LOG_INFO, "NET/IB : no device") == 1);
+  CHECK(LogCapture::count(NCCL_LOG_INFO, "ACTIVE IB or RoCE port") == 1);
+  CHECK(LogCapture::count(NCCL_LOG_WARN, "") == 0);
+  INFO(LogCapture::dump());
   plugin.net().finalize(ctx);
 }

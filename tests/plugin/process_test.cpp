@@ -10,6 +10,7 @@
 #include "child.hpp"
 #include "harness.hpp"
 #include "pattern.hpp"
+#include "softhca_env.hpp"
 
 using namespace astral::test;
 
@@ -68,9 +69,11 @@ std::pair<ncclResult_t, double> until_error(const ncclNet_v11_t& net, void* requ
 
 }  // namespace
 
-// [ib-asan-open]: over ib under ASan this case stops making progress (the sends never complete,
-// both processes idle); it passes over ib in the default build and over tcp everywhere. Left out
-// of the ASan ib run until that is understood (issue 13).
+// [ib-asan-open]: over ib under ASan this case stalls in about 1 run in 10: message 7 (256 MiB)
+// is posted to the sender's QP after its clear-to-send arrived, yet never completes, and both
+// softhca engine threads wait in poll() with no ack timer armed (seen with gdb and a test-side
+// dump). Not the fork-in-a-threaded-process hazard (fixed in child.hpp; still stalls). Left out
+// of the ASan ib run until found (issue 13).
 TEST_CASE("two processes: 0 B to 256 MiB from here, verified by the peer", "[plugin][process][ib-asan-open]") {
   PluginContext p;
   std::vector<std::string> sizes = {"0", "1", "4095", "65536", "1M", "4M", "16M", "256M"};
@@ -191,6 +194,63 @@ TEST_CASE("a peer silent mid-message past ASTRAL_TCP_TIMEOUT_MS fails the receiv
   CHECK(seconds >= 0.5);
   CHECK(seconds < 5);
   CHECK(LogCapture::count(NCCL_LOG_WARN, "in the middle of a message") == 1);
+  peer.signal(SIGKILL);
+  peer.signal(SIGCONT);
+  peer.wait();
+  p.net.closeRecv(recv_comm);
+}
+
+// The ib counterparts of the [tcp-only] failure cases above, hidden from the plain run ([.ib-only])
+// and run by the "plugin: ib: " entries. Over RC a sender that has handed its message to the HCA
+// cannot be stopped mid-message (the HCA delivers it), so the sending peer here stops driving
+// the plugin before the receive is posted: its send waits for a clear-to-send it never reads.
+
+TEST_CASE("ib: the sending peer killed with its send undelivered: the receive fails, no hang",
+          "[.ib-only][plugin][process]") {
+  SofthcaEnv env;
+  PluginContext p;
+  Child peer({ASTRAL_PLUGIN_PEER, "send", "--hold", "64M"}, kPeerEnv);
+  void* recv_comm = accept_from(p.net, p.ctx, peer);
+  REQUIRE(peer.read_line() == "posted");  // its isend is posted; it no longer polls
+  std::vector<uint8_t> buffer(64 << 20);
+  void* data = buffer.data();
+  size_t capacity = buffer.size();
+  int tag = 7;
+  void* request = nullptr;
+  REQUIRE(p.net.irecv(recv_comm, 1, &data, &capacity, &tag, nullptr, nullptr, &request) ==
+          ncclSuccess);
+  peer.signal(SIGKILL);
+  // RC tells a receiver with nothing arriving nothing: the out-of-band socket's close does.
+  auto [result, seconds] = until_error(p.net, request, 20);
+  CHECK(result == ncclRemoteError);
+  CHECK(seconds < 10);
+  CHECK(LogCapture::count(NCCL_LOG_WARN, "peer closed the connection") == 1);
+  peer.wait();
+  p.net.closeRecv(recv_comm);
+}
+
+TEST_CASE("ib: a stopped sending peer fails the receive by the ack timeout of its clear-to-send",
+          "[.ib-only][plugin][process]") {
+  SofthcaEnv env;  // ASTRAL_IB_TIMEOUT=16: 268 ms per try, 7 retries
+  PluginContext p;
+  Child peer({ASTRAL_PLUGIN_PEER, "send", "--hold", "64M"}, kPeerEnv);
+  void* recv_comm = accept_from(p.net, p.ctx, peer);
+  REQUIRE(peer.read_line() == "posted");
+  // softhca's "hardware" is the process: a stopped process is a host that stopped answering,
+  // while its out-of-band socket stays open.
+  peer.signal(SIGSTOP);
+  std::vector<uint8_t> buffer(64 << 20);
+  void* data = buffer.data();
+  size_t capacity = buffer.size();
+  int tag = 7;
+  void* request = nullptr;
+  REQUIRE(p.net.irecv(recv_comm, 1, &data, &capacity, &tag, nullptr, nullptr, &request) ==
+          ncclSuccess);
+  auto [result, seconds] = until_error(p.net, request, 30);
+  CHECK(result == ncclRemoteError);
+  CHECK(seconds >= 1.0);  // 8 tries of 268 ms; load only makes it later
+  CHECK(seconds < 20);
+  CHECK(LogCapture::count(NCCL_LOG_WARN, "status=12") == 1);  // IBV_WC_RETRY_EXC_ERR
   peer.signal(SIGKILL);
   peer.signal(SIGCONT);
   peer.wait();

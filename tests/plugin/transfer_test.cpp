@@ -11,6 +11,7 @@
 
 #include "harness.hpp"
 #include "pattern.hpp"
+#include "softhca_env.hpp"
 
 using namespace astral::test;
 
@@ -324,5 +325,31 @@ TEST_CASE("a send larger than the posted receive fails the connection, it does n
   // The connection stays failed; later calls report it instead of touching the stream.
   void* again = nullptr;
   CHECK(p.net.irecv(pair.recv, 1, &data, &size, &tag, nullptr, nullptr, &again) != ncclSuccess);
+  close_pair(p.net, pair);
+}
+
+// Over ib the sender matches its send to the receiver's clear-to-send, so it is the sender that
+// finds the mismatch (before any data moves); the receiver is told nothing by RC and, in a job,
+// learns of it when the failed rank aborts. [.ib-only]: run by the "plugin: ib: " entries.
+TEST_CASE("ib: a send larger than the posted receive fails the sender, it does not crash",
+          "[.ib-only][plugin][transfer]") {
+  SofthcaEnv env;
+  PluginContext p;
+  CommPair pair = connect_pair(p.net, p.ctx);
+  std::vector<uint8_t> out(4096), in(1024);
+  void* data = in.data();
+  size_t size = in.size();
+  int tag = 0;
+  void *rreq = nullptr, *sreq = nullptr;
+  REQUIRE(p.net.irecv(pair.recv, 1, &data, &size, &tag, nullptr, nullptr, &rreq) == ncclSuccess);
+  // isend itself reports it when the clear-to-send is already there, else test() does.
+  ncclResult_t sent = p.net.isend(pair.send, out.data(), out.size(), 0, nullptr, nullptr, &sreq);
+  if (sent == ncclSuccess && sreq) sent = wait_request(p.net, sreq, nullptr);
+  CHECK(sent == ncclInvalidUsage);
+  CHECK(LogCapture::count(NCCL_LOG_WARN, "exceeds the posted receive") == 1);
+  CHECK(std::all_of(in.begin(), in.end(), [](uint8_t b) { return b == 0; }));  // nothing written
+  // The connection stays failed; later calls report it instead of posting.
+  void* again = nullptr;
+  CHECK(p.net.isend(pair.send, out.data(), 16, 0, nullptr, nullptr, &again) != ncclSuccess);
   close_pair(p.net, pair);
 }

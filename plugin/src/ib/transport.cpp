@@ -54,9 +54,13 @@ class IbTransport final : public Transport {
   ncclResult_t reg_mr(Comm& comm, const net::MemoryRegion& region, void** mhandle) override {
     *mhandle = nullptr;
     std::shared_ptr<Hca> hca = hca_of(comm);
-    if (region.type != NCCL_PTR_HOST && !region.dmabuf) {
-      ASTRAL_WARN("NET/IB : regMr: memory type {} at {} ({} bytes) is not host memory; this "
-                  "build advertises NCCL_PTR_HOST only", region.type, region.data, region.size);
+    // Properties advertise NCCL_PTR_HOST only (no GPUDirect flush here), so a CUDA or DMA-BUF
+    // registration is NCCL misled or a caller's bug: refused, as the tcp transport refuses it.
+    if (region.type != NCCL_PTR_HOST || region.dmabuf) {
+      ASTRAL_WARN("NET/IB : regMr{}: memory type {} at {} ({} bytes) is not host memory; the ib "
+                  "transport supports NCCL_PTR_HOST only in this build (it does not advertise "
+                  "CUDA or DMA-BUF pointers)", region.dmabuf ? "DmaBuf" : "", region.type,
+                  region.data, region.size);
       return ncclInternalError;
     }
     std::string why;

@@ -121,6 +121,14 @@ struct PluginContext {
 
 using Clock = std::chrono::steady_clock;
 
+// Whether the suite runs over the ib transport (the "plugin: ib: " entries: ib_env.cpp).
+inline bool ib_run() {
+  const char* transport = std::getenv("ASTRAL_TRANSPORT");
+  return transport && std::string(transport) == "ib";
+}
+// Device 0's name: loopback over tcp, softhca's IB port (ASTRAL_IB_HCA==mlx5_0) over ib.
+inline std::string device0_name() { return ib_run() ? "mlx5_0:1" : "lo"; }
+
 // Polls test() until done or an error; a request still pending at the deadline is a hang.
 inline ncclResult_t wait_request(const ncclNet_v11_t& net, void* request, int* sizes,
                                  double timeout_s = 60) {
