@@ -57,6 +57,12 @@ class FabricGraph {
   bool has_switch(std::string_view name) const;
   bool has_host(std::string_view name) const;
   std::string host_of_ip(std::string_view ip) const;
+  // Switches by GUID (ibnetdiscover's "S-<guid>" and switchguid lines), for fabric reports that
+  // name a switch only by GUID (ibdiagnet's S<system>/N<node>/P<port>, ibdiagnet2.db_csv, the
+  // GUID of ibqueryerrors when the description is the factory default).
+  void add_switch_guid(std::string_view guid, std::string switch_name);
+  std::string_view switch_of_guid(std::string_view guid) const;  // empty when unknown
+  const std::unordered_map<std::string, std::string>& switch_guids() const { return by_guid_; }
 
   std::string to_cabling_csv() const;
 
@@ -68,7 +74,12 @@ class FabricGraph {
   std::unordered_map<std::string, std::string> roles_;
   std::unordered_map<std::string, std::vector<size_t>> by_host_, by_switch_;
   std::unordered_map<std::string, size_t> by_ip_;
+  std::unordered_map<std::string, std::string> by_guid_;  // canonical_guid -> switch
 };
+
+// A GUID in one spelling: lower-case hex without "0x" or leading zeros (ibqueryerrors prints
+// %PRIx64, ibnetdiscover and ibdiagnet pad to 16 digits). Empty when `guid` is not hex.
+std::string canonical_guid(std::string_view guid);
 
 // Loaders; each throws std::runtime_error naming the input and what is wrong.
 FabricGraph parse_cabling_csv(std::string_view text, std::string_view source_name);
