@@ -126,6 +126,7 @@ sv FabricGraph::switch_of_guid(sv guid) const {
 
 void merge_fabric(FabricGraph& into, const FabricGraph& other) {
   for (const auto& [guid, name] : other.switch_guids()) into.add_switch_guid(guid, name);
+  if (!into.hash_routing() && other.hash_routing()) into.set_hash_routing(other.hash_routing());
   for (const Cable& c : other.cables())
     if (!into.cable_at(c.sw.switch_name, c.sw.port)) into.add_cable(c);
   for (const Trunk& t : other.trunks()) into.add_trunk(t);
