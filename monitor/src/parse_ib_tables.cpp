@@ -117,18 +117,27 @@ std::pair<sv, Severity> ufm_kind(int64_t code, sv text) {
 
 }  // namespace
 
+// A db_csv section marker: the whole line is START_/END_ and an upper-case table name.
+bool db_csv_marker(sv t, sv prefix) {
+  if (!starts_with(t, prefix) || t.size() == prefix.size()) return false;
+  for (char c : t.substr(prefix.size()))
+    if (!((c >= 'A' && c <= 'Z') || is_digit(c) || c == '_')) return false;
+  return true;
+}
+
 Match recognise_ib_tables(LineParser& p, sv t, sv body) {
-  if (starts_with(t, "START_")) {
+  if (db_csv_marker(t, "START_")) {
     p.ib_table = std::string(t.substr(6));
     p.ib_columns.clear();
     return Match::known;
   }
   if (p.ib_table.empty()) return Match::none;
-  if (starts_with(t, "END_")) {
+  if (db_csv_marker(t, "END_") || t.find(',') == sv::npos) {  // a line that is no row ends the table
+    const bool marker = starts_with(t, "END_");
     p.ib_table.clear();
     p.ib_port.clear();
     p.ib_switch.clear();
-    return Match::known;
+    return marker ? Match::known : Match::none;
   }
   const std::vector<sv> cells = split_db_csv_row(t);
   if (p.ib_columns.empty()) {

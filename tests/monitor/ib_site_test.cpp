@@ -322,6 +322,16 @@ TEST_CASE("IB tool output as published is recognised (tests/fixtures/astral/moni
     CHECK(e.attr("peer") == "Computer: c931f03p08 HCA-1 / 1");
     CHECK(e.attr("reported_by") == "c931hsm04");
   }
+  SECTION("a db_csv table ends at the first line that is no row: the lines after it are read as usual") {
+    ParseResult r = parse_text("START_PM_INFO\nNodeGUID,PortNumber,SymbolErrorCounter\n"
+                               "Dec  1 10:00:00 node01 kernel: mlx5_core 0000:0c:00.0 ibp12s0: Link down\n");
+    bool link_down = false;
+    for (const Event& e : r.events) link_down = link_down || e.kind == "nic_link_down" || e.kind == "link_down";
+    std::string kinds;
+    for (const Event& e : r.events) kinds += e.kind + " ";
+    INFO(kinds);
+    CHECK(link_down);
+  }
   SECTION("UFM, NDR: the cage label 1/17/1 is IB port 33") {
     ParseResult r = parse_ib_fixture("ufm-event-ndr.log");
     REQUIRE(r.events.size() == 1);
