@@ -13,6 +13,8 @@ packages="$packages ibverbs-utils"
 packages="$packages clang libclang-rt-14-dev"
 # journal files (sd-journal), and the real collectors the monitor's source tests run.
 packages="$packages libsystemd-dev systemd-journal-remote rsyslog"
+# rsyslog-relp (imrelp/omrelp): the monitor's test of switch syslog forwarded over RELP.
+packages="$packages rsyslog-relp"
 # prometheus and promtool: the monitor's metric source tests and the facility rule tests.
 packages="$packages prometheus"
 # libmicrohttpd: the facility exporter's, push listener's and mockup's HTTP(S) server.

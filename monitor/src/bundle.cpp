@@ -151,6 +151,22 @@ void date_uptimes(Bundle& b, const std::unordered_map<std::string, int64_t>& boo
   }
 }
 
+// Fabric reports that name a switch by GUID (ibdiagnet's S<system>/N<node>/P<port>, db_csv rows)
+// or by a factory-default description (ibqueryerrors "Quantum Mellanox Technologies") name the
+// switch the fabric file knows under that GUID.
+void name_switches_by_guid(Bundle& b) {
+  if (b.fabric.switch_guids().empty()) return;
+  for (Event& e : b.events) {
+    if (e.layer != Layer::switch_ || e.component.switch_name.empty()) continue;
+    const std::string_view guid = e.attr("guid");
+    if (guid.empty() || b.fabric.has_switch(e.component.switch_name)) continue;
+    const std::string_view name = b.fabric.switch_of_guid(guid);
+    if (name.empty()) continue;
+    e.component.switch_name = std::string(name);
+    e.host = e.component.switch_name;
+  }
+}
+
 // Hosts in one form: the bundle folder wins over the name a container or NCCL printed, so that
 // logs of one machine join; names that are other folders, switches or IPs keep their identity.
 void canonicalise_hosts(Bundle& b) {
@@ -428,6 +444,7 @@ Bundle load_bundle(const std::string& path, const BundleOptions& options) {
     boot_by_host[host] = v[v.size() / 2];
   }
   date_uptimes(b, boot_by_host);
+  name_switches_by_guid(b);
   canonicalise_hosts(b);
   learn_addresses(b);
   for (auto& s : b.samples) s.host = b.canonical_host(s.host.empty() ? b.files[s.file].host : s.host);

@@ -125,6 +125,7 @@ std::vector<Candidate> score_network_evidence(NetEvidence& ev) {
     double linkf = r.host_known ? nic_job_link(job, s, r.host, r.nic) : (job.has_job_logs ? 0.3 : 0.8);
     if (ev.absorbed.count(key)) strength *= 0.35;
     c.score = strength * (s.any ? linkf : 1.0);
+    c.score += (1.0 - c.score) * r.transfer_support;
     c.job_related = s.any && linkf > 0.3;
     if (r.host_known)
       if (auto it = job.ranks_of_nic.find(r.host + "|" + r.nic); it != job.ranks_of_nic.end())
@@ -164,6 +165,7 @@ std::vector<Candidate> network_candidates(const Bundle& b, const JobModel& job, 
   collect_metric_evidence(ev);
   collect_edge_evidence(ev);
   collect_switch_evidence(ev);
+  collect_transfer_evidence(ev);
   return score_network_evidence(ev);
 }
 

@@ -8,6 +8,8 @@
 //        collect_cable_evidence   the switch side: port state, flaps, BER/FEC, optics, IB counters
 //        collect_edge_evidence    NCCL completion errors between two NICs (the common end)
 //        collect_metric_evidence  metric changes before/after onset (kind "metric_change")
+//        collect_transfer_evidence  transfers that ran slow across a link (kind "slow_transfers",
+//                                 conn_paths.cpp), for records the other witnesses opened
 //        collect_switch_evidence  switch-wide failures (a reboot, many ports at once)
 //   2. one scoring step (score_network_evidence) that turns each record's mix into a fault, a
 //      component and a score.
@@ -58,6 +60,7 @@ struct CableEvidence {
   int flaps = 0, nic_internal = 0, optic_switch = 0, optic_host = 0, ber = 0, admin = 0, async = 0;
   int metric_errors_switch = 0, metric_errors_host = 0, metric_downs = 0;
   int64_t last_down = kUnknownTime, last_up = kUnknownTime;
+  double transfer_support = 0;  // slow transfers across it: more confidence, never a ranking alone
   std::vector<int64_t> down_times;
   NoisyOr physical;
   double edges = 0;
@@ -85,6 +88,7 @@ void collect_cable_evidence(NetEvidence&);
 void collect_edge_evidence(NetEvidence&);
 void collect_metric_evidence(NetEvidence&);
 void collect_switch_evidence(NetEvidence&);
+void collect_transfer_evidence(NetEvidence&);  // last: joins records the others opened
 std::vector<Candidate> score_network_evidence(NetEvidence&);
 
 // How much a NIC's trouble bears on the job (its ranks failed, it carried job traffic, ...).

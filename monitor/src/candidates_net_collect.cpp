@@ -256,6 +256,23 @@ void collect_metric_evidence(NetEvidence& ev) {
   }
 }
 
+void collect_transfer_evidence(NetEvidence& ev) {
+  const Bundle& b = ev.b;
+  for (size_t i = 0; i < b.events.size(); ++i) {
+    const Event& e = b.events[i];
+    if (e.kind != "slow_transfers" || e.component.switch_name.empty()) continue;
+    const Cable* cable = b.fabric.cable_at(e.component.switch_name, e.component.port);
+    const std::string key = cable ? "cable:" + names::canonical_host(cable->sw.switch_name) + "|" + cable->sw.port
+                                  : "sp:" + e.component.switch_name + "|" + names::port_key(e.component.port);
+    auto it = ev.records.find(key);
+    if (it == ev.records.end()) continue;  // slowness alone names no part
+    CableEvidence& r = it->second;
+    add_evidence(r.c, b, i, "transfers across this link ran slow (" + std::string(e.attr("slow_connections")) +
+                                " of " + std::string(e.attr("connections")) + " connections)");
+    r.transfer_support = std::max(r.transfer_support, 0.3 * time_relevance(e.time_us, e.time_confidence_s, ev.s));
+  }
+}
+
 void collect_switch_evidence(NetEvidence& ev) {
   const Bundle& b = ev.b;
   const Symptoms& s = ev.s;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "analysis.hpp"
+#include "candidates_net.hpp"
 #include "names.hpp"
 #include "text.hpp"
 
@@ -160,6 +161,20 @@ std::vector<Candidate> gpu_candidates(const Bundle& b, const JobModel& job, cons
       add_evidence(c, b, i, "PCIe AER on the port above this GPU");
     }
   }
+  // dcgm-exporter counters that changed around onset (XID, ECC, throttle reasons, PCIe replays):
+  // evidence for a GPU the logs already accuse, never an accusation of their own.
+  std::map<std::string, double> metric_support;
+  for (size_t i = 0; i < b.events.size(); ++i) {
+    const Event& e = b.events[i];
+    if (e.kind != kMetricChangeKind || e.component.kind != ComponentKind::gpu) continue;
+    auto it = by_gpu.find(e.host + "|" + e.component.device);
+    if (it == by_gpu.end()) continue;
+    add_evidence(it->second, b, i, "hardware counter changed: " + std::string(e.attr("metric")) + " " +
+                                       std::string(e.attr("before")) + " -> " + std::string(e.attr("after")) +
+                                       std::string(e.attr("unit")));
+    double& support = metric_support[it->first];
+    support = std::max(support, 0.3 * time_relevance(e.time_us, e.time_confidence_s, s));
+  }
   std::vector<Candidate> out;
   for (auto& [key, c] : by_gpu) {
     const NoisyOr& n = strength[c.group];
@@ -168,6 +183,7 @@ std::vector<Candidate> gpu_candidates(const Bundle& b, const JobModel& job, cons
     double link = link_factor(s, job, c.component.host, c.component.rank);
     c.job_related = s.any && link > 0.3;
     c.score = n.value() * (s.any ? link : 1.0);
+    c.score += (1.0 - c.score) * metric_support[key];
     c.summary = "GPU " + c.component.device + " on " + c.component.host +
                 (c.component.rank >= 0 ? " (rank " + std::to_string(c.component.rank) + ")" : "");
     out.push_back(std::move(c));

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "astral/monitor/metrics.hpp"
 #include "astral/monitor/paths.hpp"
+#include "hash_routing.hpp"
 #include "names.hpp"
 
 namespace astral::monitor {
@@ -62,6 +64,87 @@ void add_trunks(const FabricGraph& fabric, const std::string& a, const std::stri
   p.hops.insert(p.hops.end(), upper.begin(), upper.end());
 }
 
+// What the sending end's path plan says about a connection's QPs: its plane and the UDP source
+// port of each RoCE QP. The plugin logs the plan as a trace note "connection 0x<id> path {json}"
+// (plan_to_json: "plane", "qps": [{"udp_sport", "dlid", ...}]); trace files with a path field
+// of their own use the same key names (docs/trace-format.md, "Connection path"). A note cut
+// short by the string table's bound still gives the ports it holds.
+struct NotedPath {
+  int plane = -1;
+  std::vector<uint16_t> udp_sports;
+};
+
+std::optional<std::pair<uint64_t, NotedPath>> path_of_note(std::string_view text) {
+  if (text.rfind("connection 0x", 0) != 0) return std::nullopt;
+  const size_t at = text.find(" path ");
+  if (at == std::string_view::npos) return std::nullopt;
+  uint64_t id = 0;
+  for (char c : text.substr(13, at - 13)) {
+    const int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (v < 0) return std::nullopt;
+    id = id * 16 + uint64_t(v);
+  }
+  const std::string_view body = text.substr(at + 6);
+  NotedPath p;
+  auto number_after = [&](std::string_view key, size_t from, size_t& next) -> std::optional<int64_t> {
+    const size_t k = body.find(key, from);
+    if (k == std::string_view::npos) return std::nullopt;
+    size_t i = k + key.size();
+    while (i < body.size() && (body[i] == ' ' || body[i] == ':')) ++i;
+    bool neg = i < body.size() && body[i] == '-';
+    if (neg) ++i;
+    if (i >= body.size() || body[i] < '0' || body[i] > '9') return std::nullopt;
+    int64_t v = 0;
+    while (i < body.size() && body[i] >= '0' && body[i] <= '9' && v < (int64_t(1) << 40)) v = v * 10 + (body[i++] - '0');
+    if (i >= body.size()) return std::nullopt;  // cut short in the middle of the number
+    next = i;
+    return neg ? -v : v;
+  };
+  size_t next = 0;
+  if (auto plane = number_after("\"plane\"", 0, next)) p.plane = int(*plane);
+  for (size_t from = 0;;) {
+    auto sport = number_after("\"udp_sport\"", from, next);
+    if (!sport) break;
+    if (*sport > 0 && *sport <= 0xFFFF) p.udp_sports.push_back(uint16_t(*sport));
+    from = next;
+  }
+  return std::make_pair(id, std::move(p));
+}
+
+// The same from a connection record's own path (ConnectionRecord::path, std::optional<NetPath>,
+// where the trace library has it: the ib transport then writes no note). A template so that this
+// file builds against trace readers with and without the field.
+template <class Record>
+std::optional<NotedPath> path_of_record(const Record& r) {
+  if constexpr (requires { r.path->qps.front().udp_sport; r.path->plane; }) {
+    if (!r.path) return std::nullopt;
+    NotedPath p;
+    p.plane = int(r.path->plane);
+    for (const auto& q : r.path->qps)
+      if (q.udp_sport) p.udp_sports.push_back(uint16_t(q.udp_sport));
+    return p;
+  } else {
+    return std::nullopt;
+  }
+}
+
+// Exact trunks from the hash model: the union over the connection's QPs. False when a QP's
+// source port is unknown (label 0: mlx5 hashed the QP numbers) or an end is not in the model.
+bool add_hashed_trunks(const HashRouting& routing, const NotedPath& noted, ConnectionPath& p) {
+  if (noted.udp_sports.empty()) return false;
+  std::vector<Component> hops;
+  std::set<std::string> seen;
+  for (uint16_t sport : noted.udp_sports) {
+    auto qp = routing.trunk_hops(p.host, p.nic, p.peer_host, p.peer_nic, noted.plane, sport);
+    if (!qp) return false;
+    for (Component& h : *qp)
+      if (seen.insert(h.switch_name + "|" + h.port).second) hops.push_back(std::move(h));
+  }
+  p.hops.insert(p.hops.end(), hops.begin(), hops.end());
+  p.hashed = true;
+  return true;
+}
+
 std::string hop_key(const Component& c) { return c.host + "|" + c.device + "|" + c.switch_name + "|" + c.port; }
 
 std::string hop_name(const Component& c) {
@@ -82,8 +165,15 @@ std::vector<ConnectionPath> connection_paths(const std::vector<trace::TraceFile>
   for (const auto& f : files) {
     const std::string host = names::canonical_host(f.info.host);
     std::map<uint64_t, size_t> index;
+    std::map<uint64_t, NotedPath> noted;
+    if (fabric.hash_routing())
+      for (const auto& e : f.events)
+        if (const auto* n = e.kind == trace::EventKind::Note ? e.as<trace::Note>() : nullptr)
+          if (auto path = path_of_note(f.str(n->text))) noted[path->first] = std::move(path->second);
     for (const auto& c : f.connections) {
       if (!c.connection.is_send) continue;
+      if (fabric.hash_routing())
+        if (auto path = path_of_record(c)) noted[c.connection.conn_id] = std::move(*path);
       ConnectionPath p;
       p.conn_id = c.connection.conn_id;
       p.host = host;
@@ -94,8 +184,11 @@ std::vector<ConnectionPath> connection_paths(const std::vector<trace::TraceFile>
       const Cable* mine = fabric.cable_of_nic(p.host, p.nic);
       const Cable* theirs = p.peer_nic.empty() ? nullptr : fabric.cable_of_nic(p.peer_host, p.peer_nic);
       if (mine) p.hops.push_back(cable_hop(*mine));
-      if (mine && theirs && names::canonical_host(mine->sw.switch_name) != names::canonical_host(theirs->sw.switch_name))
-        add_trunks(fabric, names::canonical_host(mine->sw.switch_name), names::canonical_host(theirs->sw.switch_name), p);
+      if (mine && theirs && names::canonical_host(mine->sw.switch_name) != names::canonical_host(theirs->sw.switch_name)) {
+        auto it = noted.find(p.conn_id);
+        if (it == noted.end() || !add_hashed_trunks(*fabric.hash_routing(), it->second, p))
+          add_trunks(fabric, names::canonical_host(mine->sw.switch_name), names::canonical_host(theirs->sw.switch_name), p);
+      }
       if (theirs) p.hops.push_back(cable_hop(*theirs));
       index[p.conn_id] = out.size();
       out.push_back(std::move(p));

@@ -8,7 +8,6 @@
 #include <set>
 
 #include "analysis.hpp"
-#include "metric_evidence.hpp"
 
 namespace astral::monitor {
 
@@ -140,7 +139,6 @@ Diagnosis diagnose(Bundle& b, const DiagnoseOptions& o) {
   for (auto&& list : {gpu_candidates(b, job, s), network_candidates(b, job, s), process_candidates(b, job, s),
                       host_candidates(b, job, s)})
     for (auto& c : list) all.push_back(c);
-  attach_metric_evidence(all, b, s);  // metric_change events join the candidates they touch
   // A process singled out by the job whose GPU or NIC failed is a victim, not the cause.
   for (Candidate& c : all) {
     if (c.component.kind != ComponentKind::process || c.fault == "gpu_straggler") continue;

@@ -101,7 +101,32 @@ std::string FabricGraph::to_cabling_csv() const {
   return out;
 }
 
+std::string canonical_guid(sv guid) {
+  guid = trim(guid);
+  if (starts_with(guid, "0x") || starts_with(guid, "0X")) guid.remove_prefix(2);
+  while (guid.size() > 1 && guid[0] == '0') guid.remove_prefix(1);
+  if (guid.empty() || guid.size() > 16) return {};
+  std::string out;
+  for (char c : guid) {
+    if (!is_hex(c)) return {};
+    out += lower(c);
+  }
+  return out;
+}
+
+void FabricGraph::add_switch_guid(sv guid, std::string switch_name) {
+  std::string key = canonical_guid(guid);
+  if (!key.empty() && !switch_name.empty()) by_guid_.emplace(std::move(key), std::move(switch_name));
+}
+
+sv FabricGraph::switch_of_guid(sv guid) const {
+  auto it = by_guid_.find(canonical_guid(guid));
+  return it == by_guid_.end() ? sv() : sv(it->second);
+}
+
 void merge_fabric(FabricGraph& into, const FabricGraph& other) {
+  for (const auto& [guid, name] : other.switch_guids()) into.add_switch_guid(guid, name);
+  if (!into.hash_routing() && other.hash_routing()) into.set_hash_routing(other.hash_routing());
   for (const Cable& c : other.cables())
     if (!into.cable_at(c.sw.switch_name, c.sw.port)) into.add_cable(c);
   for (const Trunk& t : other.trunks()) into.add_trunk(t);
@@ -219,6 +244,7 @@ std::string quoted(sv s, size_t& at) {
 FabricGraph parse_ibnetdiscover(sv text, sv source) {
   std::unordered_map<std::string, IbNode> nodes;
   std::vector<IbLink> links;
+  std::vector<std::pair<std::string, std::string>> switch_port_guids;  // node guid, port 0 guid
   std::string current;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -226,6 +252,12 @@ FabricGraph parse_ibnetdiscover(sv text, sv source) {
     sv line = trim(text.substr(pos, nl == sv::npos ? sv::npos : nl - pos));
     pos = nl == sv::npos ? text.size() : nl + 1;
     if (line.empty() || line[0] == '#') continue;
+    if (starts_with(line, "switchguid=")) {  // "switchguid=0x<node guid>(<port 0 guid>)"
+      sv g = line.substr(11);
+      std::string node(take_until(g, "("));
+      if (take(g, '(')) switch_port_guids.emplace_back(canonical_guid(node), std::string(take_until(g, ")")));
+      continue;
+    }
     if (starts_with(line, "Switch") || starts_with(line, "Ca") || starts_with(line, "Rt")) {
       size_t at = 0;
       std::string id = quoted(line, at);
@@ -260,6 +292,10 @@ FabricGraph parse_ibnetdiscover(sv text, sv source) {
     links.push_back({current, remote, local_port, remote_port});
   }
   FabricGraph g;
+  for (const auto& [id, node] : nodes)
+    if (node.is_switch && starts_with(id, "S-")) g.add_switch_guid(sv(id).substr(2), switch_name_from_desc(node.desc));
+  for (const auto& [guid, port_guid] : switch_port_guids)
+    if (sv name = g.switch_of_guid(guid); !name.empty()) g.add_switch_guid(port_guid, std::string(name));
   std::unordered_map<std::string, bool> seen;
   for (const IbLink& l : links) {
     std::string key = l.a < l.b ? l.a + l.pa + "|" + l.b + l.pb : l.b + l.pb + "|" + l.a + l.pa;

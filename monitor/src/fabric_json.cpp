@@ -8,6 +8,7 @@
 
 #include "astral/monitor/fabric_graph.hpp"
 #include "astral/topo/fabric.hpp"
+#include "hash_routing.hpp"
 #include "names.hpp"
 #include "text.hpp"
 
@@ -103,6 +104,7 @@ FabricGraph graph_from_topo(const json& j, std::string_view source) {
     }
   }
   if (g.empty()) throw std::runtime_error(std::string(source) + ": no host-switch links in the fabric");
+  g.set_hash_routing(HashRouting::from_json(j, std::move(fabric), source));
   return g;
 }
 

@@ -84,6 +84,11 @@ constexpr Keyword kWords[] = {
     {"-E- ", kIbDiag},
     {"_counter", kIbDiag},
     {"Switch: ", kIbDiag},
+    {"_errors", kIbDiag},
+    {"_discard", kIbDiag},
+    {"START_", kIbDiag},
+    {"Link info:", kIbDiag},
+    {"Data Counters for ", kIbDiag},
 };
 }  // namespace
 

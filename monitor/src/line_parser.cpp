@@ -228,7 +228,7 @@ void LineParser::process(sv line, uint32_t triggers) {
   // Only the recognisers whose trigger words occur in the line; most lines of a job log are
   // NCCL INFO, most of the rest match nothing.
   const uint32_t t = triggers;
-  if (m == Match::none && (t & kIbDiag)) m = recognise_ib_diagnostics(*this, body);
+  if (m == Match::none && ((t & kIbDiag) || !ib_table.empty())) m = recognise_ib_diagnostics(*this, body);
   if (m == Match::none && (t & (kNcclMark | kNetIb))) m = recognise_nccl(*this, body);
   if (m == Match::none && (t & (kTorch | kPythonError | kGotCompletion))) m = recognise_pytorch(*this, body);
   if (m == Match::none && switch_context()) m = recognise_switch(*this, body);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -83,6 +84,12 @@ class LineParser {
   uint32_t last_error_line = 0;          // PyTorch's "Last error:" (the error is on the next line)
   // The IB port whose counters follow (perfquery / ibqueryerrors / ibdiagnet headers).
   std::string ib_switch, ib_port, ib_lid, ib_guid;
+  std::string ib_ca_host, ib_ca_nic;  // an HCA's port in a fabric-wide report (ibqueryerrors)
+  // ibdiagnet2.db_csv: the table being read (START_x .. END_x), its header, and node
+  // descriptions by GUID from START_NODES (to name the switches of START_PM_INFO rows).
+  std::string ib_table;
+  std::vector<std::string> ib_columns;
+  std::unordered_map<std::string, std::string> ib_node_desc;
   // torchrun's ChildFailedError summary: the block being read ("[1]:" ... "exitcode : -6 (pid: N)").
   bool child_summary = false, child_root = false;
   int child_rank = -1, child_local_rank = -1;

@@ -9,6 +9,7 @@
 #include "astral/monitor/bundle.hpp"
 #include "astral/monitor/diagnose.hpp"
 #include "monitor_test_util.hpp"
+#include "test_paths.hpp"
 
 using namespace astral::monitor;
 using namespace astral::monitor::testing;
@@ -95,22 +96,44 @@ TEST_CASE("IB: switch-side counters name the switch port's optic, not the NIC th
               "PortRcvErrors:...................12\n"
               "PortXmitDiscards:................0\n");
   }
-  SECTION("ibqueryerrors") {
+  // The tools' print formats as published (tests/fixtures/astral/monitor/ib-tools/README.md).
+  SECTION("ibqueryerrors, a switch with its factory description, named through its GUID") {
     dir.write("switches/ibqueryerrors.txt",
-              "Errors for 0x248a0703009b1234 \"MF0;leaf01:MQM8700/U1\"\n"
-              "   GUID 0x248a0703009b1234 port 1: [SymbolErrorCounter == 4016] [PortRcvErrors == 12]\n");
+              "Errors for 0x248a0703009b1234 \"Quantum Mellanox Technologies\"\n"
+              "   GUID 0x248a0703009b1234 port ALL: [SymbolErrorCounter == 4016 (4.016K)] [PortRcvErrors == 12 (12.000)]\n"
+              "   GUID 0x248a0703009b1234 port 1: [SymbolErrorCounter == 4016 (4.016K)] [PortRcvErrors == 12 (12.000)]\n"
+              "       Link info:      3   1[  ] ==( 4X      53.125 Gbps Active/  LinkUp)==>  0x0c42a10300a1b201      5    1[  ] "
+              "\"node01 mlx5_0\" ( )\n"
+              "\n## Summary: 3 nodes checked, 1 bad nodes found\n"
+              "##          6 ports checked, 1 ports have errors beyond threshold\n");
   }
-  SECTION("ibdiagnet") {
+  SECTION("ibdiagnet2.log, the port named by system and node GUID") {
     dir.write("switches/ibdiagnet2.log",
-              "-I- Ports counters value Check finished with errors\n"
-              "-E- lid=0x0003 dev=54000 MF0;leaf01:MQM8700/U1/P1\n"
-              "        Performance Monitor counter     : Value\n"
-              "        symbol_error_counter            : 4016   (threshold=1)\n");
+              "-E- Ports counters value Check finished with errors\n"
+              "-E- lid=0x0003 dev=54000 S248a0703009b1234/N248a0703009b1234/P1\n"
+              "        Performance Monitor counter         : Value\n"
+              "        symbol_error_counter                : 4016\n");
+  }
+  SECTION("ibdiagnet2.db_csv, PM_INFO by column name") {
+    dir.write("switches/ibdiagnet2.db_csv",
+              "START_NODES\n"
+              "NodeDesc,NumPorts,NodeType,ClassVersion,BaseVersion,SystemImageGUID,NodeGUID,PortGUID\n"
+              "\"MF0;leaf01:MQM8700/U1\",40,2,1,1,0x248a0703009b1234,0x248a0703009b1234,0x248a0703009b1234\n"
+              "\"node01 mlx5_0\",1,1,1,1,0x0c42a10300a1b201,0x0c42a10300a1b201,0x0c42a10300a1b201\n"
+              "END_NODES\n\n"
+              "START_PM_INFO\n"
+              "NodeGUID,PortGUID,PortNumber,LinkDownedCounter,LinkErrorRecoveryCounter,SymbolErrorCounter,"
+              "PortRcvRemotePhysicalErrors,PortRcvErrors,PortXmitDiscards\n"
+              "0x248a0703009b1234,0x248a0703009b1234,1,0,0,4016,0,12,0\n"
+              "0x248a0703009b1234,0x248a0703009b1234,2,0,0,0,0,0,N/A\n"
+              "0x0c42a10300a1b201,0x0c42a10300a1b201,1,0,0,0,0,0,0\n"
+              "END_PM_INFO\n");
   }
   SECTION("UFM event log") {
     dir.write("switches/ufm-event.log",
-              "2026-05-05 10:19:40.120 [4411] [110] WARNING [Port] Switch: leaf01 / 1 [dev_id: 0x248a0703009b1234]: "
-              "Symbol Error counter rate exceeded the threshold\n");
+              "2026-05-05 10:19:40.120 [4411] [110] WARNING [Hardware] IBPort [default(34) / Switch: leaf01 / NA / 1] "
+              "[dev_id: 248a0703009b1234]: Symbol error counter rate threshold exceeded. Peer info: Computer: node01 "
+              "HCA-1 / 1.\n");
   }
   Bundle b;
   Diagnosis d = load_and_diagnose(dir, &b);
@@ -239,5 +262,82 @@ TEST_CASE("Metric changes are evidence for the component they are about") {
     Diagnosis d = diagnose(with);
     for (const RootCause& rc : d.root_causes)
       for (const Evidence& e : rc.evidence) CHECK(e.kind != "metric_change");
+  }
+}
+
+namespace {
+
+ParseResult parse_ib_fixture(const std::string& name, bool switch_context = false) {
+  ParseOptions o;
+  o.default_host = "sm01";
+  o.file_name = name;
+  o.switch_context = switch_context;
+  o.time.year = 2024;
+  o.time.tz_known = true;
+  return parse_file(astral::test::fixture("astral/monitor/ib-tools/" + name), o);
+}
+
+}  // namespace
+
+TEST_CASE("IB tool output as published is recognised (tests/fixtures/astral/monitor/ib-tools)") {
+  SECTION("ibqueryerrors: a CA's block names the host's HCA port, reported from the SM host") {
+    ParseResult r = parse_ib_fixture("ibqueryerrors-exadata.txt");
+    CHECK(r.stats.unknown == 0);
+    REQUIRE(r.events.size() == 1);  // PortXmitWait; VL15Dropped is no link evidence
+    const Event& e = r.events[0];
+    CHECK(e.kind == "ib_port_congestion");
+    CHECK(e.host == "exa2dbadm01");
+    CHECK(e.component.host == "exa2dbadm01");
+    CHECK(e.component.device == "HCA-1");
+    CHECK(e.component.port == "1");
+    CHECK(e.component.switch_name.empty());
+    CHECK(e.attr("value") == "4294967295");
+    CHECK(e.attr("reported_by") == "sm01");
+  }
+  SECTION("ibqueryerrors -D -p: data counters and link info are read, and are no errors") {
+    ParseResult r = parse_ib_fixture("ibqueryerrors-data-counters.txt");
+    CHECK(r.stats.unknown == 0);
+    CHECK(r.events.empty());
+  }
+  SECTION("ibdiagnet2.log: the port of a switch named by GUID") {
+    ParseResult r = parse_ib_fixture("ibdiagnet2-counters.log");
+    REQUIRE(r.events.size() == 1);  // port_xmit_discard; switch-relay errors are routing, not the link
+    const Event& e = r.events[0];
+    CHECK(e.kind == "ib_port_congestion");
+    CHECK(e.component.kind == ComponentKind::switch_port);
+    CHECK(e.component.switch_name == "0xe468a303005527c0");
+    CHECK(e.component.port == "31");
+    CHECK(e.attr("guid") == "e468a303005527c0");
+    CHECK(e.attr("lid") == "0x0008");
+  }
+  SECTION("UFM over syslog: link-downed on a switch port, with the peer") {
+    ParseResult r = parse_ib_fixture("ufm-eventlog-syslog.log");
+    REQUIRE(r.events.size() == 1);
+    const Event& e = r.events[0];
+    CHECK(e.kind == "port_flap");
+    CHECK(e.component.switch_name == "c931ibsw-leaf01");
+    CHECK(e.component.port == "16");
+    CHECK(e.attr("ufm_event") == "112");
+    CHECK(e.attr("guid") == "248a0703006d40f0");
+    CHECK(e.attr("peer") == "Computer: c931f03p08 HCA-1 / 1");
+    CHECK(e.attr("reported_by") == "c931hsm04");
+  }
+  SECTION("a db_csv table ends at the first line that is no row: the lines after it are read as usual") {
+    ParseResult r = parse_text("START_PM_INFO\nNodeGUID,PortNumber,SymbolErrorCounter\n"
+                               "Dec  1 10:00:00 node01 kernel: mlx5_core 0000:0c:00.0 ibp12s0: Link down\n");
+    bool link_down = false;
+    for (const Event& e : r.events) link_down = link_down || e.kind == "nic_link_down" || e.kind == "link_down";
+    std::string kinds;
+    for (const Event& e : r.events) kinds += e.kind + " ";
+    INFO(kinds);
+    CHECK(link_down);
+  }
+  SECTION("UFM, NDR: the cage label 1/17/1 is IB port 33") {
+    ParseResult r = parse_ib_fixture("ufm-event-ndr.log");
+    REQUIRE(r.events.size() == 1);
+    CHECK(r.events[0].kind == "port_down");
+    CHECK(r.events[0].component.switch_name == "T3-E21-N-U47");
+    CHECK(r.events[0].component.port == "33");
+    CHECK(r.events[0].attr("port_label") == "1/17/1");
   }
 }

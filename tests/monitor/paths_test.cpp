@@ -1,9 +1,14 @@
 // Paths of connections: trace files' connections mapped to their links on the fabric graph, and
 // the link that carried most of the slow transfers named as such.
+#include <cstdio>
+#include <map>
+
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "astral/monitor/fabric_graph.hpp"
 #include "astral/monitor/paths.hpp"
+#include "astral/topo/fabric_generate.hpp"
 
 using namespace astral::monitor;
 namespace trace = astral::trace;
@@ -120,4 +125,171 @@ TEST_CASE("Paths: connections become links on the fabric, the link under most sl
   // Without enough connections there is no usual rate: nothing is called slow.
   const auto few = connection_paths({a.file, b.file}, fabric);
   CHECK(slow_link_events(few).empty());
+}
+
+// With the fabric JSON's hash model and the QPs' UDP source ports (the plugin's path note), the
+// trunks a connection crossed are the ones the switches' hash chose, and a degraded trunk is
+// joined to exactly the transfers that crossed it.
+namespace {
+
+struct HashedFabric {
+  astral::topo::Fabric topo;
+  FabricGraph graph;
+};
+
+HashedFabric hashed_fat_tree() {
+  astral::topo::GenerateOptions o;
+  o.kind = astral::topo::FabricKind::kFatTree;
+  o.gpus = 16;
+  o.gpus_per_host = 1;
+  o.radix = 8;  // 4 hosts and 4 spine uplinks per leaf
+  astral::topo::Fabric f = astral::topo::generate_fabric(o);
+  nlohmann::json j = astral::topo::fabric_to_json(f);
+  j["hash_model"] = {{"seed", 7}, {"polarisation", 0.0}};
+  return {std::move(f), parse_fabric_json(j.dump(), "hashed.json")};
+}
+
+// One host's trace file with connections to peers, a path note per sending end, and transfers.
+struct HashedFile {
+  trace::TraceFile file;
+  explicit HashedFile(const std::string& host) {
+    file.info.host = host;
+    file.info.start_mono_ns = 1000;
+    file.info.start_wall_ns = 1764456000000000000ULL;
+    file.strings = {""};
+  }
+  trace::StringId intern(const std::string& s) {
+    for (trace::StringId i = 0; i < file.strings.size(); ++i)
+      if (file.strings[i] == s) return i;
+    file.strings.push_back(s);
+    return trace::StringId(file.strings.size() - 1);
+  }
+  void connect(uint64_t conn, const std::string& nic, const std::string& peer, bool send, uint16_t sport = 0,
+               double gbps = 200) {
+    trace::Connection c;
+    c.conn_id = conn;
+    c.nic = intern(nic);
+    c.remote_host = intern(peer);
+    c.is_send = send;
+    file.connections.push_back({0x1234, c});
+    if (!send) return;
+    if (sport) {
+      trace::Event note;
+      note.kind = trace::EventKind::Note;
+      note.time_ns = 1500;
+      char text[160];
+      std::snprintf(text, sizeof text, "connection %#llx path {\"policy\":\"spread\",\"plane\":0,\"qps\":[{\"qp\":0,"
+                    "\"flow_label\":1,\"udp_sport\":%u,\"dlid\":0,\"path_index\":0}]}",
+                    static_cast<unsigned long long>(conn), unsigned(sport));
+      note.payload = trace::Note{intern(text), 0};
+      file.events.push_back(note);
+    }
+    for (int i = 0; i < 4; ++i) {
+      trace::Event e;
+      e.kind = trace::EventKind::NetSendDone;
+      e.time_ns = 2000 + uint64_t(i) * 1000000;
+      trace::Transfer t;
+      t.conn_id = conn;
+      t.bytes = 1 << 20;
+      t.duration_ns = uint64_t(double(t.bytes) * 8 / gbps);
+      e.payload = t;
+      file.events.push_back(e);
+    }
+  }
+};
+
+const Trunk* trunk_with_lower_end(const FabricGraph& g, const Component& hop) {
+  for (const Trunk& t : g.trunks())
+    if (t.a.switch_name == hop.switch_name && t.a.port == hop.port) return &t;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("Paths: with the fabric's hash model, a connection's trunks are the ones its UDP source ports hash to") {
+  const HashedFabric hf = hashed_fat_tree();
+  const FabricGraph& g = hf.graph;
+  REQUIRE(g.hash_routing());
+  // Hosts 0-3 under the first leaf, 4-7 under the second.
+  auto host = [&](int i) { return hf.topo.hosts()[size_t(i)].name; };
+  const std::string nic = hf.topo.profile_of(0).nics[0].name;
+  for (int i = 0; i < 8; ++i) REQUIRE(g.cable_of_nic(host(i), nic));
+  REQUIRE(g.cable_of_nic(host(0), nic)->sw.switch_name != g.cable_of_nic(host(4), nic)->sw.switch_name);
+
+  // The spine one QP crosses, from the hops its path gets.
+  auto spine_of = [&](uint16_t sport, int from = 0, int to = 4) {
+    HashedFile a(host(from)), b(host(to));
+    a.connect(1, nic, host(to), true, sport);
+    b.connect(1, nic, host(from), false);
+    const auto paths = connection_paths({a.file, b.file}, g);
+    REQUIRE(paths.size() == 1);
+    const ConnectionPath& p = paths[0];
+    CHECK(p.hashed);
+    CHECK(!p.ambiguous);
+    REQUIRE(p.hops.size() == 4);  // cable, leaf -> spine, spine -> leaf, cable
+    const Trunk* up = trunk_with_lower_end(g, p.hops[1]);
+    const Trunk* down = trunk_with_lower_end(g, p.hops[2]);
+    REQUIRE(up);
+    REQUIRE(down);
+    CHECK(up->a.switch_name == g.cable_of_nic(host(from), nic)->sw.switch_name);
+    CHECK(down->a.switch_name == g.cable_of_nic(host(to), nic)->sw.switch_name);
+    CHECK(up->b.switch_name == down->b.switch_name);  // up and down through the same spine
+    return up->b.switch_name;
+  };
+  std::map<std::string, std::vector<uint16_t>> sports_by_spine;
+  for (uint16_t s = 0xC000; s < 0xC000 + 32; ++s) sports_by_spine[spine_of(s)].push_back(s);
+  CHECK(sports_by_spine.size() >= 3);  // the hash spreads source ports over the 4 spines
+  CHECK(spine_of(0xC005) == spine_of(0xC005));
+
+  // Without the path note the same connection lists every spine.
+  {
+    HashedFile a(host(0)), b(host(4));
+    a.connect(1, nic, host(4), true);
+    b.connect(1, nic, host(0), false);
+    const auto paths = connection_paths({a.file, b.file}, g);
+    REQUIRE(paths.size() == 1);
+    CHECK(paths[0].ambiguous);
+    CHECK(!paths[0].hashed);
+  }
+
+  // A degraded spine: the transfers whose ports hash through it are slow (the spine of a port
+  // depends on both ends too: each pair gets a port that reaches the spine wanted). The event
+  // names that spine's two trunks and no other.
+  const std::string bad = sports_by_spine.begin()->first;
+  std::vector<HashedFile> files;
+  for (int i = 0; i < 8; ++i) files.emplace_back(host(i));
+  for (int k = 0; k < 4; ++k) {
+    const bool slow = k < 2;
+    uint16_t sport = 0xC000;
+    while ((spine_of(sport, k, 4 + k) == bad) != slow) ++sport;
+    files[size_t(k)].connect(uint64_t(10 + k), nic, host(4 + k), true, sport, slow ? 20 : 200);
+    files[size_t(4 + k)].connect(uint64_t(10 + k), nic, host(k), false);
+  }
+  std::vector<trace::TraceFile> traces;
+  for (auto& f : files) traces.push_back(f.file);
+  const auto events = slow_link_events(connection_paths(traces, g));
+  REQUIRE(events.size() == 2);
+  for (const Event& e : events) {
+    const Trunk* t = trunk_with_lower_end(g, e.component);
+    REQUIRE(t);
+    CHECK(t->b.switch_name == bad);
+    CHECK(e.attr("slow_connections") == "2");
+    CHECK(e.attr("connections") == "2");
+  }
+}
+
+TEST_CASE("Paths: a malformed hash model is one error naming the file and the field") {
+  astral::topo::GenerateOptions o;
+  o.kind = astral::topo::FabricKind::kFatTree;
+  o.gpus = 16;
+  o.gpus_per_host = 1;
+  o.radix = 8;
+  nlohmann::json j = astral::topo::fabric_to_json(astral::topo::generate_fabric(o));
+  j["hash_model"] = {{"seed", -3}};
+  try {
+    parse_fabric_json(j.dump(), "bad.json");
+    FAIL("accepted a negative seed");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()) == "bad.json: hash_model.seed: expected a non-negative integer");
+  }
 }

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 #include <tuple>
 
 #include <catch2/catch.hpp>
@@ -84,6 +85,35 @@ void send_tcp(int port, const std::string& data) {
   ::close(fd);
 }
 
+// A loopback UDP port free at the time of asking.
+int free_udp_port() {
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One datagram per message, as a switch sends them. Paced so that a loaded machine's receiver
+// keeps up (loopback UDP drops what overflows the socket buffer, like any UDP).
+void send_udp(int port, const std::vector<std::string>& messages) {
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    REQUIRE(::sendto(fd, messages[i].data(), messages[i].size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof a) ==
+            ssize_t(messages[i].size()));
+    if (i % 64 == 63) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::close(fd);
+}
+
 const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
 
 std::string rfc3164_time(int64_t us) {
@@ -105,6 +135,68 @@ std::string openmetrics_series(const std::string& name_and_labels, int64_t from_
   return out;
 }
 
+// The bundle's lines as a site holds them. Job files (traces, fabric, dumps) stay a bundle in
+// `job`; switch and BMC lines become syslog messages as their daemons send them (RFC 5424 from a
+// switch, RFC 3164 from a BMC's forwarder), one message per string without the newline; host
+// lines go to the journal (`hosts_to_journal`) or stay files of the job's bundle.
+struct SiteSplit {
+  std::vector<std::string> syslog_messages;
+  std::vector<std::tuple<int64_t, std::string, std::string>> host_lines;  // time, host, line; in time order
+};
+
+SiteSplit split_for_site(const Bundle& full, const std::string& bundle_dir, const std::string& job,
+                         bool hosts_to_journal) {
+  std::map<std::pair<uint32_t, uint32_t>, int64_t> time_of_line;
+  for (const Event& e : full.events)
+    if (e.has_time() && e.line) time_of_line.emplace(std::make_pair(e.file, e.line), e.time_us);
+  auto copy_to_job = [&](const std::string& rel) {
+    fs::create_directories(fs::path(job + "/" + rel).parent_path());
+    fs::copy_file(bundle_dir + "/" + rel, job + "/" + rel);
+  };
+  SiteSplit out;
+  for (uint32_t k = 0; k < full.files.size(); ++k) {
+    const FileStats& f = full.files[k];
+    const bool on_switch = f.path.rfind("switches/", 0) == 0;
+    const bool bmc = f.path.ends_with("sel.txt");
+    if (f.kind != FileKind::text_log || (!hosts_to_journal && !on_switch && !bmc)) {
+      copy_to_job(f.path);
+      continue;
+    }
+    int64_t t = kUnknownTime;
+    for (const Event& e : full.events)
+      if (e.file == k && e.has_time()) {
+        t = e.time_us;
+        break;
+      }
+    const std::vector<std::string> lines = lines_of(bundle_dir + "/" + f.path);
+    for (uint32_t i = 0; i < lines.size(); ++i) {
+      if (auto it = time_of_line.find({k, i + 1}); it != time_of_line.end()) t = it->second;
+      if (t == kUnknownTime || lines[i].empty()) continue;
+      if (on_switch) {
+        auto [tag, text] = tag_and_text(lines[i], f.host);
+        out.syslog_messages.push_back("<187>1 " + rfc3339(t) + " " + f.host + " " + tag + " - - - " + text);
+      } else if (bmc) {
+        out.syslog_messages.push_back("<13>" + rfc3164_time(t) + " " + f.host + "-bmc ipmisel: " + lines[i]);
+      } else {
+        out.host_lines.emplace_back(t, f.host, lines[i]);
+      }
+    }
+  }
+  for (const std::string& src : full.fabric_sources) copy_to_job(src);
+  // A collector receives lines as they happen.
+  std::stable_sort(out.host_lines.begin(), out.host_lines.end(),
+                   [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  return out;
+}
+
+size_t lines_in_tree(const std::string& tree) {
+  size_t n = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(tree, ec), end; it != end; it.increment(ec))
+    if (it->is_regular_file()) n += lines_of(it->path().string()).size();
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("Site sources: journal-remote, rsyslog and Prometheus give the bundle's root cause, with metric evidence") {
@@ -117,13 +209,10 @@ TEST_CASE("Site sources: journal-remote, rsyslog and Prometheus give the bundle'
   const std::string bundle_dir = dir / "bundle";
   const GroundTruth truth = simulate(fabric, so, bundle_dir);
 
-  // From the bundle: the reference answer, and each line's time (for the journal's entries).
+  // From the bundle: the reference answer.
   BundleOptions bo;
   bo.jobs = 2;
   Bundle full = load_bundle(bundle_dir, bo);
-  std::map<std::pair<uint32_t, uint32_t>, int64_t> time_of_line;
-  for (const Event& e : full.events)
-    if (e.has_time() && e.line) time_of_line.emplace(std::make_pair(e.file, e.line), e.time_us);
   Bundle reference = full;
   const Diagnosis expected = diagnose(reference);
   REQUIRE(!expected.root_causes.empty());
@@ -133,45 +222,11 @@ TEST_CASE("Site sources: journal-remote, rsyslog and Prometheus give the bundle'
   // Split the bundle as a site holds it: job files stay a bundle; host lines go to the journal,
   // switch and BMC lines to syslog.
   const std::string job = dir / "job";
-  std::vector<std::tuple<int64_t, std::string, std::string>> host_lines;  // time, host, line
+  SiteSplit split = split_for_site(full, bundle_dir, job, /*hosts_to_journal=*/true);
+  const auto& host_lines = split.host_lines;
   std::string syslog_stream;
-  size_t syslog_lines = 0;
-  for (uint32_t k = 0; k < full.files.size(); ++k) {
-    const FileStats& f = full.files[k];
-    const std::string path = bundle_dir + "/" + f.path;
-    if (f.kind != FileKind::text_log) {
-      fs::create_directories(fs::path(job + "/" + f.path).parent_path());
-      fs::copy_file(path, job + "/" + f.path);
-      continue;
-    }
-    const bool on_switch = f.path.rfind("switches/", 0) == 0;
-    const bool bmc = f.path.ends_with("sel.txt");
-    int64_t t = kUnknownTime;
-    for (const Event& e : full.events)
-      if (e.file == k && e.has_time()) {
-        t = e.time_us;
-        break;
-      }
-    const std::vector<std::string> lines = lines_of(path);
-    for (uint32_t i = 0; i < lines.size(); ++i) {
-      if (auto it = time_of_line.find({k, i + 1}); it != time_of_line.end()) t = it->second;
-      if (t == kUnknownTime || lines[i].empty()) continue;
-      if (on_switch) {
-        auto [tag, text] = tag_and_text(lines[i], f.host);
-        syslog_stream += "<187>1 " + rfc3339(t) + " " + f.host + " " + tag + " - - - " + text + "\n";
-        ++syslog_lines;
-      } else if (bmc) {
-        syslog_stream += "<13>" + rfc3164_time(t) + " " + f.host + "-bmc ipmisel: " + lines[i] + "\n";
-        ++syslog_lines;
-      } else {
-        host_lines.emplace_back(t, f.host, lines[i]);
-      }
-    }
-  }
-  for (const std::string& src : full.fabric_sources) fs::copy_file(bundle_dir + "/" + src, job + "/" + src);
-  // A collector receives lines as they happen.
-  std::stable_sort(host_lines.begin(), host_lines.end(),
-                   [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  for (const std::string& m : split.syslog_messages) syslog_stream += m + "\n";
+  const size_t syslog_lines = split.syslog_messages.size();
   std::string journal_stream;
   for (const auto& [t, host, line] : host_lines) append_entry(journal_stream, t, host, line);
   const size_t journal_lines = host_lines.size();
@@ -215,14 +270,7 @@ TEST_CASE("Site sources: journal-remote, rsyslog and Prometheus give the bundle'
     const int port = std::stoi(astral::test::slurp(dir / "rsyslog.port"));
     send_tcp(port, syslog_stream);
     // rsyslog writes asynchronously: wait until every line is on disk, then stop it.
-    auto written = [&] {
-      size_t n = 0;
-      std::error_code ec;
-      for (fs::recursive_directory_iterator it(tree, ec), end; it != end; it.increment(ec))
-        if (it->is_regular_file()) n += lines_of(it->path().string()).size();
-      return n >= syslog_lines;
-    };
-    CHECK(rs.wait_until(written, 30));
+    CHECK(rs.wait_until([&] { return lines_in_tree(tree) >= syslog_lines; }, 30));
     rs.stop();
   }
 
@@ -306,6 +354,90 @@ TEST_CASE("Site sources: journal-remote, rsyslog and Prometheus give the bundle'
   CHECK(gone.err.find(prom_url) != std::string::npos);
   CHECK(gone.err.find("source skipped") != std::string::npos);
   CHECK(gone.out.find(want.component.switch_name) != std::string::npos);
+}
+
+// A site's switches and BMCs forward over UDP (the default of most switch OSes and BMCs) or over
+// RELP (rsyslog's acknowledged transport, typically from a relay). One receiving rsyslogd takes
+// both, each input with its own tree; the RELP sender is a second rsyslogd (omrelp) that relays
+// what it gets over TCP, as a rack's relay would. Host lines stay files of the job's bundle, so
+// the switch-side evidence arrives only through syslog.
+TEST_CASE("Site sources: switch and BMC syslog over UDP and over RELP give the bundle's root cause") {
+  TempDir dir;
+  const FabricGraph fabric = make_rail_fabric(4, 8, 4, 1);
+  SimulateOptions so;
+  so.fault = FaultKind::optic_ber;
+  so.ranks = 16;
+  so.seed = 7;
+  const std::string bundle_dir = dir / "bundle";
+  const GroundTruth truth = simulate(fabric, so, bundle_dir);
+  BundleOptions bo;
+  bo.jobs = 2;
+  const Bundle full = load_bundle(bundle_dir, bo);
+  Bundle reference = full;
+  const Diagnosis expected = diagnose(reference);
+  REQUIRE(!expected.root_causes.empty());
+  REQUIRE(matches(expected.root_causes[0], truth));
+  const std::string job = dir / "job";
+  const SiteSplit split = split_for_site(full, bundle_dir, job, /*hosts_to_journal=*/false);
+  const size_t messages = split.syslog_messages.size();
+  REQUIRE(messages > 0);
+
+  const std::string udp_tree = dir / "syslog-udp", relp_tree = dir / "syslog-relp";
+  fs::create_directories(dir / "receiver-work");
+  fs::create_directories(dir / "relay-work");
+  const int udp_port = free_udp_port(), relp_port = free_port();
+  dir.write("receiver.conf",
+            "global(workDirectory=\"" + dir / "receiver-work" + "\")\n"
+            "module(load=\"imudp\")\nmodule(load=\"imrelp\")\n"
+            "template(name=\"udptree\" type=\"string\" string=\"" + udp_tree + "/%HOSTNAME%/syslog.log\")\n"
+            "template(name=\"relptree\" type=\"string\" string=\"" + relp_tree + "/%HOSTNAME%/syslog.log\")\n"
+            "ruleset(name=\"fromudp\") { action(type=\"omfile\" dynaFile=\"udptree\" template=\"RSYSLOG_FileFormat\") }\n"
+            "ruleset(name=\"fromrelp\") { action(type=\"omfile\" dynaFile=\"relptree\" template=\"RSYSLOG_FileFormat\") }\n"
+            "input(type=\"imudp\" address=\"127.0.0.1\" port=\"" + std::to_string(udp_port) +
+                "\" ruleset=\"fromudp\" rcvbufSize=\"4m\")\n"
+            "input(type=\"imrelp\" address=\"127.0.0.1\" port=\"" + std::to_string(relp_port) +
+                "\" ruleset=\"fromrelp\")\n");
+  dir.write("relay.conf", "global(workDirectory=\"" + dir / "relay-work" + "\")\n"
+                          "module(load=\"imtcp\")\nmodule(load=\"omrelp\")\n"
+                          "input(type=\"imtcp\" address=\"127.0.0.1\" port=\"0\" listenPortFileName=\"" +
+                              dir / "relay.port" + "\")\n"
+                          "action(type=\"omrelp\" target=\"127.0.0.1\" port=\"" + std::to_string(relp_port) + "\")\n");
+  {
+    ServerProcess receiver({"rsyslogd", "-n", "-f", dir / "receiver.conf", "-i", dir / "receiver.pid"},
+                           dir / "receiver.log");
+    REQUIRE(receiver.wait_until([&] { return port_open(relp_port); }));
+    ServerProcess relay({"rsyslogd", "-n", "-f", dir / "relay.conf", "-i", dir / "relay.pid"}, dir / "relay.log");
+    REQUIRE(relay.wait_until([&] { return fs::exists(dir / "relay.port") && fs::file_size(dir / "relay.port") > 0; }));
+    send_udp(udp_port, split.syslog_messages);
+    std::string stream;
+    for (const std::string& m : split.syslog_messages) stream += m + "\n";
+    send_tcp(std::stoi(astral::test::slurp(dir / "relay.port")), stream);
+    const bool all_written =
+        receiver.wait_until([&] { return lines_in_tree(udp_tree) >= messages && lines_in_tree(relp_tree) >= messages; }, 30);
+    relay.stop();
+    INFO(receiver.stop());
+    REQUIRE(all_written);
+  }
+  CHECK(lines_in_tree(udp_tree) == messages);
+  CHECK(lines_in_tree(relp_tree) == messages);
+
+  const RootCause& want = expected.root_causes[0];
+  for (const std::string& tree : {udp_tree, relp_tree}) {
+    INFO(tree);
+    auto r = astral::test::run_process({ASTRAL_CLI, "monitor", "diagnose", job, "--syslog-dir", tree, "--json"}, 240);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    REQUIRE(!j["root_causes"].empty());
+    const auto& top = j["root_causes"][0];
+    CHECK(top["fault"] == want.fault);
+    CHECK(top["component"].value("switch", "") == want.component.switch_name);
+    CHECK(top["component"].value("port", "") == want.component.port);
+    bool switch_evidence = false;  // the switch's own lines, read back from the tree
+    for (const auto& e : top["evidence"])
+      switch_evidence = switch_evidence || e.value("host", "") == want.component.switch_name;
+    CHECK(switch_evidence);
+  }
 }
 
 TEST_CASE("CLI sources: bad flags exit 2 with one line naming them") {

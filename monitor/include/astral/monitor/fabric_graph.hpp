@@ -5,6 +5,7 @@
 // JSON (topo), from `ibnetdiscover` output or from a cabling CSV, so that the monitor works with
 // what operators actually have.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -36,6 +37,8 @@ struct Trunk {
   SwitchEnd a, b;
 };
 
+class HashRouting;  // monitor/src/hash_routing.hpp
+
 class FabricGraph {
  public:
   void add_cable(Cable c);
@@ -57,6 +60,16 @@ class FabricGraph {
   bool has_switch(std::string_view name) const;
   bool has_host(std::string_view name) const;
   std::string host_of_ip(std::string_view ip) const;
+  // Switches by GUID (ibnetdiscover's "S-<guid>" and switchguid lines), for fabric reports that
+  // name a switch only by GUID (ibdiagnet's S<system>/N<node>/P<port>, ibdiagnet2.db_csv, the
+  // GUID of ibqueryerrors when the description is the factory default).
+  void add_switch_guid(std::string_view guid, std::string switch_name);
+  std::string_view switch_of_guid(std::string_view guid) const;  // empty when unknown
+  const std::unordered_map<std::string, std::string>& switch_guids() const { return by_guid_; }
+
+  // The switches' ECMP hash (the fabric JSON's "hash_model"), when the fabric file has one.
+  const std::shared_ptr<const HashRouting>& hash_routing() const { return hash_routing_; }
+  void set_hash_routing(std::shared_ptr<const HashRouting> routing) { hash_routing_ = std::move(routing); }
 
   std::string to_cabling_csv() const;
 
@@ -68,7 +81,13 @@ class FabricGraph {
   std::unordered_map<std::string, std::string> roles_;
   std::unordered_map<std::string, std::vector<size_t>> by_host_, by_switch_;
   std::unordered_map<std::string, size_t> by_ip_;
+  std::unordered_map<std::string, std::string> by_guid_;  // canonical_guid -> switch
+  std::shared_ptr<const HashRouting> hash_routing_;
 };
+
+// A GUID in one spelling: lower-case hex without "0x" or leading zeros (ibqueryerrors prints
+// %PRIx64, ibnetdiscover and ibdiagnet pad to 16 digits). Empty when `guid` is not hex.
+std::string canonical_guid(std::string_view guid);
 
 // Loaders; each throws std::runtime_error naming the input and what is wrong.
 FabricGraph parse_cabling_csv(std::string_view text, std::string_view source_name);

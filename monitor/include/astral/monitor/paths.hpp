@@ -19,10 +19,12 @@ struct ConnectionPath {
   uint64_t conn_id = 0;
   std::string host, nic, peer_host, peer_nic;
   // Links crossed, in order: kind link with host/device (a host cable) and switch/port (its
-  // leaf end), or only switch/port for a trunk's lower end. Trunks chosen by ECMP are not
-  // known: every parallel trunk is listed and `ambiguous` set.
+  // leaf end), or only switch/port for a trunk's lower end. With the fabric JSON's hash model
+  // and the QPs' UDP source ports (the plugin's path note), the trunks are the ones the switches'
+  // hash chose (`hashed`); otherwise every parallel trunk is listed and `ambiguous` set.
   std::vector<Component> hops;
   bool ambiguous = false;
+  bool hashed = false;
   uint64_t transfers = 0;
   uint64_t bytes = 0;
   double gbps = 0;  // bytes over the summed transfer times
