@@ -11,18 +11,6 @@
 
 namespace astral::monitor {
 
-namespace {
-
-// The ECMP key of one RoCE QP as the plugin's planner forms it (plugin/src/ib/path_plan.cpp,
-// roce_flow_key): the two host links stand for the addresses, the UDP source port for the QP.
-// Each switch then hashes it with its own seed inside topo::PathSelector::walk.
-uint64_t roce_qp_flow_key(int src_link, int dst_link, uint16_t udp_sport) {
-  const uint64_t connection = topo::mix64(uint64_t(uint32_t(src_link)) << 32 | uint32_t(dst_link));
-  return topo::mix64(connection + 0x9e3779b97f4a7c15ULL * uint64_t(udp_sport));
-}
-
-}  // namespace
-
 HashRouting::~HashRouting() = default;
 
 std::shared_ptr<const HashRouting> HashRouting::from_json(const nlohmann::json& doc, topo::Fabric fabric,
@@ -74,7 +62,7 @@ std::optional<std::vector<Component>> HashRouting::trunk_hops(std::string_view h
   std::vector<Component> hops;
   const topo::Fabric& f = *fabric_;
   const bool routed = selector_->walk(router_->leaf_of_link(src), router_->leaf_index_of_link(dst),
-                                      router_->port_ordinal(dst), roce_qp_flow_key(src, dst, udp_sport),
+                                      router_->port_ordinal(dst), topo::roce_flow_key(src, dst, udp_sport),
                                       [&](int resource) {
                                         const topo::Link& l = f.links()[size_t(topo::Router::link_of_resource(resource))];
                                         hops.push_back({ComponentKind::link, "", "", f.switches()[size_t(l.a.sw)].name,

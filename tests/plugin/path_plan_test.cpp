@@ -100,7 +100,7 @@ int plan_routed_uplink(const pp::FabricModel& m, const std::string& src, const s
   int sl = m.router().port_link(sh, f.nic_on_rail(sh, rail), 1);
   int dl = m.router().port_link(dh, f.nic_on_rail(dh, rail), 1);
   std::vector<int> resources;
-  REQUIRE(m.selector()->route_links(sl, dl, pp::roce_flow_key(sl, dl, sport), resources));
+  REQUIRE(m.selector()->route_links(sl, dl, astral::topo::roce_flow_key(sl, dl, sport), resources));
   REQUIRE(resources.size() >= 3);
   return topo::Router::link_of_resource(resources[1]);  // [0] is the host link up
 }

@@ -52,6 +52,18 @@ void* connect_to(const ncclNet_v11_t& net, void* ctx, const std::string& line) {
   return send_comm;
 }
 
+// The receive of the peer's held 64 MiB message (tag 7), posted; the buffer lives with it.
+struct HeldReceive {
+  std::vector<uint8_t> buffer = std::vector<uint8_t>(64 << 20);
+  void* request = nullptr;
+  HeldReceive(const ncclNet_v11_t& net, void* recv_comm) {
+    void* data = buffer.data();
+    size_t capacity = buffer.size();
+    int tag = 7;
+    REQUIRE(net.irecv(recv_comm, 1, &data, &capacity, &tag, nullptr, nullptr, &request) == ncclSuccess);
+  }
+};
+
 // Polls until test() fails; returns the error and how long it took.
 std::pair<ncclResult_t, double> until_error(const ncclNet_v11_t& net, void* request,
                                             double timeout_s) {
@@ -135,13 +147,8 @@ TEST_CASE("the sending peer killed mid-message: the receive fails, no hang", "[t
   PluginContext p;
   Child peer({ASTRAL_PLUGIN_PEER, "send", "--hold", "64M"}, kPeerEnv);
   void* recv_comm = accept_from(p.net, p.ctx, peer);
-  std::vector<uint8_t> buffer(64 << 20);
-  void* data = buffer.data();
-  size_t capacity = buffer.size();
-  int tag = 7;
-  void* request = nullptr;
-  REQUIRE(p.net.irecv(recv_comm, 1, &data, &capacity, &tag, nullptr, nullptr, &request) ==
-          ncclSuccess);
+  HeldReceive held(p.net, recv_comm);
+  void* request = held.request;
   REQUIRE(peer.read_line() == "posted");  // its isend started and then stopped being driven
   peer.signal(SIGKILL);
   auto [result, seconds] = until_error(p.net, request, 20);
@@ -182,13 +189,8 @@ TEST_CASE("a peer silent mid-message past ASTRAL_TCP_TIMEOUT_MS fails the receiv
   void* recv_comm = accept_from(p.net, p.ctx, peer);
   REQUIRE(peer.read_line() == "posted");
   peer.signal(SIGSTOP);  // alive, connection open, but sends nothing more
-  std::vector<uint8_t> buffer(64 << 20);
-  void* data = buffer.data();
-  size_t capacity = buffer.size();
-  int tag = 7;
-  void* request = nullptr;
-  REQUIRE(p.net.irecv(recv_comm, 1, &data, &capacity, &tag, nullptr, nullptr, &request) ==
-          ncclSuccess);
+  HeldReceive held(p.net, recv_comm);
+  void* request = held.request;
   auto [result, seconds] = until_error(p.net, request, 20);
   CHECK(result == ncclRemoteError);
   CHECK(seconds >= 0.5);
@@ -212,13 +214,8 @@ TEST_CASE("ib: the sending peer killed with its send undelivered: the receive fa
   Child peer({ASTRAL_PLUGIN_PEER, "send", "--hold", "64M"}, kPeerEnv);
   void* recv_comm = accept_from(p.net, p.ctx, peer);
   REQUIRE(peer.read_line() == "posted");  // its isend is posted; it no longer polls
-  std::vector<uint8_t> buffer(64 << 20);
-  void* data = buffer.data();
-  size_t capacity = buffer.size();
-  int tag = 7;
-  void* request = nullptr;
-  REQUIRE(p.net.irecv(recv_comm, 1, &data, &capacity, &tag, nullptr, nullptr, &request) ==
-          ncclSuccess);
+  HeldReceive held(p.net, recv_comm);
+  void* request = held.request;
   peer.signal(SIGKILL);
   // RC tells a receiver with nothing arriving nothing: the out-of-band socket's close does.
   auto [result, seconds] = until_error(p.net, request, 20);
@@ -239,13 +236,8 @@ TEST_CASE("ib: a stopped sending peer fails the receive by the ack timeout of it
   // softhca's "hardware" is the process: a stopped process is a host that stopped answering,
   // while its out-of-band socket stays open.
   peer.signal(SIGSTOP);
-  std::vector<uint8_t> buffer(64 << 20);
-  void* data = buffer.data();
-  size_t capacity = buffer.size();
-  int tag = 7;
-  void* request = nullptr;
-  REQUIRE(p.net.irecv(recv_comm, 1, &data, &capacity, &tag, nullptr, nullptr, &request) ==
-          ncclSuccess);
+  HeldReceive held(p.net, recv_comm);
+  void* request = held.request;
   auto [result, seconds] = until_error(p.net, request, 30);
   CHECK(result == ncclRemoteError);
   CHECK(seconds >= 1.0);  // 8 tries of 268 ms; load only makes it later

@@ -309,7 +309,7 @@ bool PathSelector::route_links(int src_link, int dst_link, std::uint64_t flow_ke
 bool PathSelector::route_nics(int src_host, int src_nic, int dst_host, int dst_nic, int qp,
                               std::uint64_t connection_key, std::vector<int>& out) const {
   int ports = std::min(router_.nic_ports(src_host, src_nic), router_.nic_ports(dst_host, dst_nic));
-  std::uint64_t key = mix64(connection_key + 0x9e3779b97f4a7c15ULL * std::uint64_t(qp + 1));
+  std::uint64_t key = mix64(connection_key + kQpKeyStride * std::uint64_t(qp + 1));
   int port = ports == 1 ? 1 : qp % ports + 1;
   for (int attempt = 0; attempt < ports; ++attempt, port = port % ports + 1) {
     int sl = router_.port_link(src_host, src_nic, port);

@@ -18,7 +18,6 @@ namespace plan_detail {
 
 constexpr std::uint32_t kSportSpace = 0x4000;  // mlx5 keeps 14 bits of the label: 0xC000..0xFFFF
 constexpr std::uint16_t kSportBase = 0xC000;
-constexpr std::uint64_t kPlanQpStride = 0x9e3779b97f4a7c15ULL;  // as topo::PathSelector::route_nics
 constexpr int kMaxLid = 0xBFFF;                                  // highest unicast LID
 
 std::uint64_t endpoint_key(const PathEndpoint& e) {
@@ -163,7 +162,7 @@ struct HashSearch {
   int first_hop(std::uint16_t sport) const {
     int first = -1;
     bool routed = model.selector()->walk(src_switch, dst_leaf, dst_ordinal,
-                                         roce_flow_key(src_link, dst_link, sport),
+                                         topo::roce_flow_key(src_link, dst_link, sport),
                                          [&](int resource) { first = first < 0 ? resource : first; });
     return routed ? first : -1;
   }
@@ -203,7 +202,7 @@ bool pin_by_hash(const FabricModel& m, const PathRequest& r, PathPlan& plan) {
   std::set<std::uint16_t> used;
   for (int q = 0; q < r.nqps; ++q) {
     int target = group[(ordinal * size_t(r.nqps) + size_t(q)) % group.size()].resource;
-    auto sport = search.find(target, std::uint32_t(base + std::uint64_t(q) * kPlanQpStride), used);
+    auto sport = search.find(target, std::uint32_t(base + std::uint64_t(q) * topo::kQpKeyStride), used);
     if (!sport) {
       plan.note = fmt::format("no source port reaches uplink {} of leaf {}", router.resource_label(target),
                               leaf_name);
@@ -304,11 +303,6 @@ std::uint32_t flow_label_for_udp_sport(std::uint16_t udp_sport) {
   return low != 0 ? low : (1u << 14) | 1u;
 }
 
-std::uint64_t roce_flow_key(int src_link, int dst_link, std::uint16_t udp_sport) {
-  std::uint64_t connection = topo::mix64(std::uint64_t(std::uint32_t(src_link)) << 32 |
-                                         std::uint32_t(dst_link));
-  return topo::mix64(connection + plan_detail::kPlanQpStride * std::uint64_t(udp_sport));
-}
 
 FabricModel::~FabricModel() = default;
 

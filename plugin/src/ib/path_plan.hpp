@@ -54,12 +54,6 @@ std::uint16_t flow_label_to_udp_sport(std::uint32_t flow_label);
 // A non-zero label that mlx5 maps to `udp_sport` (0xC000..0xFFFF).
 std::uint32_t flow_label_for_udp_sport(std::uint16_t udp_sport);
 
-// The fabric model's ECMP key of one RoCE QP: its two NIC ports' links (standing in for the source
-// and destination addresses) and its UDP source port, combined as the flow simulator combines a
-// connection key with the QP that stands for the port (topo::PathSelector::route_nics). Each switch
-// then hashes it with its own seed (PathSelector::walk).
-std::uint64_t roce_flow_key(int src_link, int dst_link, std::uint16_t udp_sport);
-
 // A switch hash model, read from the fabric file's optional top-level "hash_model" object
 // ({"seed": 1, "polarisation": 0.0}, the fields `astral fabric sim`/`ecmp-table` take).
 struct HashModel {

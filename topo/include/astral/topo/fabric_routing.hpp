@@ -27,6 +27,18 @@ inline std::uint64_t mix64(std::uint64_t x) {
   return x;
 }
 
+// The step between the flow keys of one connection's QPs (PathSelector::route_nics, roce_flow_key).
+inline constexpr std::uint64_t kQpKeyStride = 0x9e3779b97f4a7c15ULL;
+
+// The ECMP key of one RoCE QP: its two NIC ports' links stand for the source and destination
+// addresses and its UDP source port for the QP, combined as route_nics combines a connection key
+// with a QP; each switch then hashes it with its own seed (PathSelector::walk). The plugin's path
+// planner and the monitor's path reader must agree on it exactly.
+inline std::uint64_t roce_flow_key(int src_link, int dst_link, std::uint16_t udp_sport) {
+  const std::uint64_t connection = mix64(std::uint64_t(std::uint32_t(src_link)) << 32 | std::uint32_t(dst_link));
+  return mix64(connection + kQpKeyStride * std::uint64_t(udp_sport));
+}
+
 enum class PathChoice { kEcmp, kPinned };
 
 struct RoutingPolicy {
