@@ -45,7 +45,9 @@ function(astral_add_test_suite name)
     endif()
   endforeach()
   add_executable(test_${name} ${sources})
-  target_link_libraries(test_${name} PRIVATE astral_test_main nlohmann_json::nlohmann_json ${ARG_DEPS})
+  # Tests format with fmt themselves (modules link it privately), header-only like the modules.
+  target_link_libraries(test_${name} PRIVATE astral_test_main nlohmann_json::nlohmann_json fmt::fmt-header-only
+                                             ${ARG_DEPS})
   # Catch2 v2 and nlohmann/json are single big headers parsed by every test file: precompile them.
   target_precompile_headers(test_${name} PRIVATE <catch2/catch.hpp> <nlohmann/json.hpp> <string> <vector>)
   target_compile_definitions(test_${name} PRIVATE

@@ -22,7 +22,6 @@ if(TARGET test_plugin)
   target_include_directories(test_plugin PRIVATE ${PROJECT_SOURCE_DIR}/plugin/src
                                                  ${PROJECT_SOURCE_DIR}/tools
                                                  ${CMAKE_CURRENT_LIST_DIR}/helpers)
-  target_link_libraries(test_plugin PRIVATE fmt::fmt-header-only)
   target_compile_definitions(test_plugin PRIVATE
     ASTRAL_NET_PLUGIN_SO="$<TARGET_FILE:nccl-net-astral>"
     ASTRAL_PLUGIN_PROBE="$<TARGET_FILE:plugin_probe>"

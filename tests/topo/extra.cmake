@@ -22,9 +22,3 @@ foreach(t topo_nccl_xml topo_hwloc_xml)
     endif()
   endforeach()
 endforeach()
-
-# The HGX fixture writer (hgx_fixture.cpp, part of test_topo) formats with fmt itself; topo links
-# fmt privately, so the suite names it (clang's link failed without it).
-if(TARGET test_topo)
-  target_link_libraries(test_topo PRIVATE fmt::fmt-header-only)
-endif()
