@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -32,6 +33,22 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+// The child's environment: this process's, with each NAME=VALUE of `extra_env` replacing NAME.
+// Built before fork, because the child of a multi-threaded test may not allocate (another thread
+// can hold the allocator's lock at the fork) and putenv can allocate.
+inline std::vector<char*> child_environment(const std::vector<std::string>& extra_env) {
+  std::vector<char*> env;
+  auto name_of = [](std::string_view kv) { return kv.substr(0, kv.find('=')); };
+  for (char** e = environ; *e != nullptr; ++e) {
+    bool replaced = false;
+    for (const auto& kv : extra_env) replaced = replaced || name_of(kv) == name_of(*e);
+    if (!replaced) env.push_back(*e);
+  }
+  for (const auto& kv : extra_env) env.push_back(const_cast<char*>(kv.c_str()));
+  env.push_back(nullptr);
+  return env;
+}
+
 inline ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s = 120,
                                  const std::vector<std::string>& extra_env = {}) {
   char out_path[] = "/tmp/astral-test-out-XXXXXX";
@@ -39,15 +56,15 @@ inline ProcessResult run_process(const std::vector<std::string>& argv, double ti
   int out_fd = mkstemp(out_path);
   int err_fd = mkstemp(err_path);
   ProcessResult result;
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> env = child_environment(extra_env);
   pid_t pid = fork();
-  if (pid == 0) {
+  if (pid == 0) {  // only async-signal-safe calls from here to exec
     dup2(out_fd, 1);
     dup2(err_fd, 2);
-    for (const auto& kv : extra_env) putenv(const_cast<char*>(kv.c_str()));
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
+    execvpe(args[0], args.data(), env.data());
     _exit(127);
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
