@@ -61,7 +61,7 @@ inline ProcessResult run_process(const std::vector<std::string>& argv, double ti
   args.push_back(nullptr);
   std::vector<char*> env = child_environment(extra_env);
   pid_t pid = fork();
-  if (pid == 0) {  // only async-signal-safe calls from here to exec
+  if (pid == 0) {  // nothing allocates from here to exec
     dup2(out_fd, 1);
     dup2(err_fd, 2);
     execvpe(args[0], args.data(), env.data());
