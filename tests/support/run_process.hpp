@@ -12,7 +12,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -33,20 +32,28 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-// The child's environment: this process's, with each NAME=VALUE of `extra_env` replacing NAME.
-// Built before fork, because the child of a multi-threaded test may not allocate (another thread
-// can hold the allocator's lock at the fork) and putenv can allocate.
-inline std::vector<char*> child_environment(const std::vector<std::string>& extra_env) {
-  std::vector<char*> env;
-  auto name_of = [](std::string_view kv) { return kv.substr(0, kv.find('=')); };
-  for (char** e = environ; *e != nullptr; ++e) {
+// This process's environment with `extra` ("NAME=value") set over it. A child's argv and
+// environment are built before fork: the parent may have threads, and a malloc in the child can
+// deadlock on a lock one of them held at the fork (ASan's allocator has no fork handlers).
+inline std::vector<std::string> merged_environment(const std::vector<std::string>& extra) {
+  std::vector<std::string> out;
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    std::string name = entry.substr(0, entry.find('='));
     bool replaced = false;
-    for (const auto& kv : extra_env) replaced = replaced || name_of(kv) == name_of(*e);
-    if (!replaced) env.push_back(*e);
+    for (const auto& kv : extra) replaced = replaced || kv.substr(0, kv.find('=')) == name;
+    if (!replaced) out.push_back(std::move(entry));
   }
-  for (const auto& kv : extra_env) env.push_back(const_cast<char*>(kv.c_str()));
-  env.push_back(nullptr);
-  return env;
+  out.insert(out.end(), extra.begin(), extra.end());
+  return out;
+}
+
+// argv/envp form of `strings`: their c_str()s and a terminating null (valid while they live).
+inline std::vector<char*> exec_vector(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
 }
 
 inline ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s = 120,
@@ -56,10 +63,8 @@ inline ProcessResult run_process(const std::vector<std::string>& argv, double ti
   int out_fd = mkstemp(out_path);
   int err_fd = mkstemp(err_path);
   ProcessResult result;
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<char*> env = child_environment(extra_env);
+  const std::vector<std::string> environment = merged_environment(extra_env);
+  std::vector<char*> args = exec_vector(argv), env = exec_vector(environment);
   pid_t pid = fork();
   if (pid == 0) {  // nothing allocates from here to exec
     dup2(out_fd, 1);

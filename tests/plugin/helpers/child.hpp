@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "run_process.hpp"
+
 namespace astral::test {
 
 class Child {
@@ -22,12 +24,8 @@ class Child {
     // Everything the child needs is built before fork: the parent has threads (the plugin's,
     // softhca's engine), and a malloc in the child can deadlock on a lock one of them held at
     // the fork (ASan's allocator has no fork handlers). Between fork and exec: no allocation.
-    std::vector<std::string> environment = merged_environment(env);
-    std::vector<char*> args, envp;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    for (const auto& kv : environment) envp.push_back(const_cast<char*>(kv.c_str()));
-    envp.push_back(nullptr);
+    const std::vector<std::string> environment = merged_environment(env);
+    std::vector<char*> args = exec_vector(argv), envp = exec_vector(environment);
     pid_ = fork();
     if (pid_ == 0) {
       dup2(in[0], 0);
@@ -108,20 +106,6 @@ class Child {
   void signal(int sig) { ::kill(pid_, sig); }
 
  private:
-  // This process's environment with `extra` ("NAME=value") set over it.
-  static std::vector<std::string> merged_environment(const std::vector<std::string>& extra) {
-    std::vector<std::string> out;
-    for (char** e = environ; *e; ++e) {
-      std::string entry = *e;
-      std::string name = entry.substr(0, entry.find('='));
-      bool replaced = false;
-      for (const auto& kv : extra) replaced = replaced || kv.substr(0, kv.find('=')) == name;
-      if (!replaced) out.push_back(std::move(entry));
-    }
-    out.insert(out.end(), extra.begin(), extra.end());
-    return out;
-  }
-
   pid_t pid_ = -1;
   bool reaped_ = false;
   int to_child_ = -1;
