@@ -179,6 +179,34 @@ TEST_CASE("bad hwloc input: one clear error naming the file") {
   CHECK(message(dir.path()).find("not a regular file") != std::string::npos);
 }
 
+// libhwloc 2.9 dereferences NULL importing a root object without complete_nodeset (found by
+// fuzz_topo_hwloc_xml). The file must come back as an error naming it, and this process lives on.
+TEST_CASE("Fuzz regressions: XML that crashes libhwloc's own import is one error naming the file") {
+  astral::test::TempDir dir;
+  std::ifstream in(fixture("hwloc/nvidiaDGX2.xml"));
+  std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  xml.replace(xml.find("complete_nodeset="), 16, "complete_renamed");  // the Machine object's
+  const std::string handmade = dir / "no-complete-nodeset.xml";
+  std::ofstream(handmade) << xml;
+  const std::string found = std::string(ASTRAL_FIXTURES_DIR) +
+      "/astral/fuzz-regressions/topo_hwloc_xml/crash-e1bdaa33ea216b72a0dc6c6bf63a87a172154891";
+  for (const std::string& path : {handmade, found}) {
+    INFO(path);
+    try {
+      load_hwloc_xml(path);
+      FAIL("loaded");
+    } catch (const TopologyError& e) {
+      const std::string what = e.what();
+      CHECK(what.rfind(path + ": malformed hwloc XML", 0) == 0);
+      CHECK(what.find("crashed") != std::string::npos);
+      CHECK(what.find('\n') == std::string::npos);
+    }
+  }
+  // The probe costs a child per file, not correctness: a good file still loads fully after it.
+  CHECK(load_hwloc_xml(fixture("hwloc/nvidiaDGX2.xml")).gpus.size() == 16);
+  CHECK(load_hwloc_xml(fixture("hwloc/nvidiaDGX2.xml"), XmlImport::in_process).gpus.size() == 16);
+}
+
 TEST_CASE("live discovery works on this machine without GPUs") {
   Node n = discover_live();
   CHECK(n.live);

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "astral/topo/node.hpp"
+#include "hwloc_xml_probe.hpp"
 
 namespace astral::topo {
 namespace {
@@ -286,11 +287,12 @@ void precheck_xml_file(const std::string& path) {
 
 std::string PciFunction::id_string() const { return fmt::format("{:04x}:{:04x}", vendor_id, device_id); }
 
-Node load_hwloc_xml(const std::string& path) {
+Node load_hwloc_xml(const std::string& path, XmlImport import) {
   precheck_xml_file(path);
-  TopologyHandle h;
   // hwloc reports XML syntax errors on stderr only when asked; keep them quiet and say it once.
   setenv("HWLOC_XML_VERBOSE", "0", 0);
+  if (import == XmlImport::isolated) detail::probe_hwloc_xml_in_child(path);
+  TopologyHandle h;
   if (hwloc_topology_set_xml(h.topo, path.c_str()) != 0)
     throw TopologyError(fmt::format("{}: hwloc cannot use it as XML ({})", path, std::strerror(errno)));
   load_or_throw(h.topo, path);

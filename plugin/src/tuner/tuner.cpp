@@ -56,7 +56,8 @@ struct Inputs {
 // The host's GPU and rail counts from topo, applied to the hardware profile. "live" reads the
 // process's host view, the same discovery the net side uses.
 std::shared_ptr<const topo::Node> host_node(const std::string& host) {
-  if (host != "live") return std::make_shared<const topo::Node>(topo::load_hwloc_xml(host));
+  if (host != "live")  // inside a training job: never fork (see topo::XmlImport)
+    return std::make_shared<const topo::Node>(topo::load_hwloc_xml(host, topo::XmlImport::in_process));
   std::string why;
   auto node = host_view()->node(&why);
   if (!node) throw std::runtime_error(why);

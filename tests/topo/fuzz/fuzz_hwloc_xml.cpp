@@ -1,7 +1,9 @@
 // libFuzzer target: hwloc XML (`astral topo audit --hwloc-xml`, lstopo output from any node). The
-// bytes go through the same path as a file: load_hwloc_xml (hwloc's XML import, then the node
-// builder). Whatever loads must also round-trip: the NCCL topology written for it must be accepted
-// by our own NCCL XML reader, or the writer emits files NCCL would reject.
+// bytes go through the same path as a file: load_hwloc_xml (hwloc's XML import, tried first in a
+// child process so that a crash inside libhwloc is an error, not a finding:
+// topo/src/hwloc_xml_probe.cpp; then the node builder). Whatever loads must also round-trip: the
+// NCCL topology written for it must be accepted by our own NCCL XML reader, or the writer emits
+// files NCCL would reject.
 #include <sys/mman.h>
 #include <unistd.h>
 

@@ -145,9 +145,15 @@ PathClass classify_path(const PciFunction& a, const PciFunction& b);
 // up to their root ports when they meet above PCIe): where ACS redirection would bite.
 std::vector<PciAddress> bridges_between(const PciFunction& a, const PciFunction& b);
 
+// How load_hwloc_xml runs hwloc's XML import. libhwloc 2.9 crashes on some malformed files, so
+// by default the file is first imported in a short-lived child process and a crash there becomes a
+// TopologyError. Code inside someone's training job (the plugin) must not fork: registered RDMA
+// memory, CUDA contexts and other threads' locks do not survive it; it imports in process.
+enum class XmlImport { isolated, in_process };
+
 // Discovery. Both throw TopologyError with a one-line message naming the input.
 Node discover_live();
-Node load_hwloc_xml(const std::string& path);
+Node load_hwloc_xml(const std::string& path, XmlImport import = XmlImport::isolated);
 
 // Assigns rails from gpu_nic (called by discovery; exposed for tests of odd layouts):
 // each GPU's rail NICs are the NICs at its best path class, unless that is SYS (another socket) or
