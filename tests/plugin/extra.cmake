@@ -63,6 +63,17 @@ if(TARGET fuzz_plugin_wire)
   target_include_directories(fuzz_plugin_wire PRIVATE ${PROJECT_SOURCE_DIR}/plugin/src)
 endif()
 
+# The ib transport's out-of-band QP metadata and path plan (needs only rdma-core's headers).
+astral_add_fuzz_target(plugin_ib_wire
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz/ib_wire_fuzz.cpp
+  DEPS astral::plugin astral::plugin_abi astral::topo
+  CORPUS ${PROJECT_SOURCE_DIR}/tests/fixtures/astral/plugin/ib-wire-corpus)
+foreach(target fuzz_plugin_ib_wire_replay fuzz_plugin_ib_wire)
+  if(TARGET ${target})
+    target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/plugin/src)
+  endif()
+endforeach()
+
 # g++ 12 at -O1 with ASan reports a false -Wmaybe-uninitialized inside <regex>, which Catch2's
 # single header includes, so the shared Catch2 main does not build in the asan preset. Scoped to
 # that one object; belongs in tests/CMakeLists.txt (reported to the lead).
