@@ -44,7 +44,9 @@ class KeywordScanner {
  private:
   void add(std::string_view word, uint32_t bits);
   void build();
+  uint32_t walk(const unsigned char* text, size_t size) const;
   int classes_ = 1;
+  size_t longest_ = 1;  // the longest word: how far two halves of a line must overlap
   uint8_t class_of_[256] = {};
   std::vector<std::vector<int>> trie_;  // during construction: state -> class -> next (-1)
   std::vector<uint32_t> out_;           // during construction: state -> trigger bits
