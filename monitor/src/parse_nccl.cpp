@@ -401,15 +401,37 @@ Match info_line(LineParser& p, const NcclHeader& h, sv msg) {
 
 }  // namespace
 
+namespace {
+
+// The message of a bare "host:pid:tid [dev] NCCL INFO msg" line, whose marker is at `info`, or
+// nullopt when anything else stands before the marker (a collector prefix, a time, a rank tag,
+// other spacing): those lines take the full path. Read backwards from the marker, which feed()
+// has found already, instead of searching for it again as read_header does.
+std::optional<sv> bare_info_message(sv line, size_t info) {
+  if (line.empty() || !is_alpha(line[0]) || info < 8 || line[info - 1] != ' ' || line[info - 2] != ']')
+    return std::nullopt;
+  size_t open = info - 2;  // the device's digits end here
+  while (open > 0 && is_digit(line[open - 1])) --open;
+  if (open == info - 2 || open < 2 || line[open - 1] != '[' || line[open - 2] != ' ') return std::nullopt;
+  const sv origin = line.substr(0, open - 2);  // host:pid:tid
+  const size_t c2 = origin.rfind(':');
+  if (c2 == sv::npos || c2 == 0 || origin.find(' ') != sv::npos) return std::nullopt;
+  const size_t c1 = origin.rfind(':', c2 - 1);
+  if (c1 == sv::npos) return std::nullopt;
+  const sv pid = origin.substr(c1 + 1, c2 - c1 - 1), tid = origin.substr(c2 + 1);
+  if (!all_digits(pid) || !all_digits(tid)) return std::nullopt;
+  return ltrim(line.substr(info + std::string_view("NCCL INFO ").size()));
+}
+
+}  // namespace
+
 bool is_quiet_nccl_info(sv line, size_t info, RecentKeys& channel_lines) {
   // Only "host:pid:tid [dev] " before the marker, so no collector prefix (no time, no rank tag)
   // that the full path would have to read: the origin starts the line and the marker follows
   // the device at once.
-  NcclHeader h;
-  if (line.empty() || !is_alpha(line[0]) || !read_header(line, h) || h.level != "INFO" || h.pid.empty() ||
-      h.dev.empty() || h.dev.data() + h.dev.size() + 2 != line.data() + info)
-    return false;
-  const sv msg = h.msg;
+  const std::optional<sv> bare = bare_info_message(line, info);
+  if (!bare) return false;
+  const sv msg = *bare;
   if (info_line_is_quiet(msg)) return true;
   // A NET channel line repeats for every channel with only "Channel NN/M" changing; the first
   // of each kind is read (channel_line keeps one event per rank, device and direction).
