@@ -1,8 +1,11 @@
 #include "json_cursor.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+
+#include "astral/common/checked.hpp"
 
 namespace astral::monitor {
 
@@ -25,14 +28,24 @@ bool JsonCursor::separator(char close) {
 }
 
 size_t JsonCursor::string_end(size_t start) const {
-  // memchr to each quote, then count the backslashes before it: an odd count escapes it.
-  for (size_t from = start; from < s_.size();) {
+  // A quote closes the string unless an odd number of backslashes stands before it.
+  auto closes = [&](size_t at) {
+    size_t backslashes = 0;
+    while (at - backslashes > start && s_[at - backslashes - 1] == '\\') ++backslashes;
+    return backslashes % 2 == 0;
+  };
+  // Keys and most values are short: their first bytes are looked at directly, since a call to
+  // memchr costs more than the few compares that find their end.
+  const size_t quick = std::min(s_.size(), start + 32);
+  size_t from = start;
+  for (; from < quick; ++from)
+    if (s_[from] == '"' && closes(from)) return from;
+  // Then memchr to each quote.
+  while (from < s_.size()) {
     const void* hit = memchr(s_.data() + from, '"', s_.size() - from);
     if (!hit) break;
     const size_t at = size_t(static_cast<const char*>(hit) - s_.data());
-    size_t backslashes = 0;
-    while (at - backslashes > start && s_[at - backslashes - 1] == '\\') ++backslashes;
-    if (backslashes % 2 == 0) return at;
+    if (closes(at)) return at;
     from = at + 1;
   }
   return std::string_view::npos;
@@ -137,7 +150,9 @@ bool JsonCursor::read_int(int64_t& out) {
     if (j < s_.size() && (s_[j] == '.' || s_[j] == 'e' || s_[j] == 'E')) {
       double d = 0;
       if (!read_number(d)) return false;
-      out = int64_t(d);
+      // 1e300 saturates as too many digits do; a bare cast of it would be undefined behaviour.
+      const auto whole = checked_cast<int64_t>(d);
+      out = whole ? *whole : d < 0 ? INT64_MIN : INT64_MAX;
       return true;
     }
     if (!digits) return fail();

@@ -85,7 +85,8 @@ Match sel_elist(LineParser& p, sv body) {
     int64_t year = take(d, '/') ? take_uint(d).value_or(-1) : -1;
     sv c = clock;
     int64_t tod = take_clock(c).value_or(-1);
-    if (mo < 1 || mo > 12 || day < 1 || day > 31 || year < 0 || tod < 0) return Match::damaged;
+    // ipmitool writes four-digit years; a longer one would overflow the microsecond clock.
+    if (mo < 1 || mo > 12 || day < 1 || day > 31 || year < 0 || year > 9999 || tod < 0) return Match::damaged;
     int64_t y = year < 100 ? 2000 + year : year;
     int64_t wall = days_from_civil(y, unsigned(mo), unsigned(day)) * 86400000000LL + tod;
     c = trim(c);

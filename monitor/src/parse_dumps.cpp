@@ -2,6 +2,7 @@
 // records. A dump per rank makes these the bulk of a large bundle, so they are read with the
 // forward-only JsonCursor; the full JSON parser is the fallback for whatever it cannot read.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -83,6 +84,13 @@ struct PgCache {
   std::string name;
 };
 
+// `key` against a literal: memcmp of a constant size, which the compiler turns into a few integer
+// compares (string_view's == calls memcmp with a run-time length, per key of every entry).
+template <size_t N>
+bool key_is(sv key, const char (&literal)[N]) {
+  return key.size() == N - 1 && std::memcmp(key.data(), literal, N - 1) == 0;
+}
+
 // One entry of "entries".
 bool read_entry(JsonCursor& c, FrEntry& e, PgCache& pg) {
   if (!c.enter_object()) return false;
@@ -91,25 +99,25 @@ bool read_entry(JsonCursor& c, FrEntry& e, PgCache& pg) {
     // Dispatch on the length first: most keys are rejected without comparing text.
     switch (key.size()) {
       case 5:
-        if (key == "pg_id") c.read_int(e.pg_id);
-        else if (key == "state") c.read_string(e.state);
+        if (key_is(key, "pg_id")) c.read_int(e.pg_id);
+        else if (key_is(key, "state")) c.read_string(e.state);
         else c.skip();
         break;
       case 6:
-        if (key == "is_p2p") c.read_bool(e.is_p2p);
+        if (key_is(key, "is_p2p")) c.read_bool(e.is_p2p);
         else c.skip();
         break;
       case 7:
-        if (key == "retired") e.retired = std::string(c.raw_value());
+        if (key_is(key, "retired")) e.retired = std::string(c.raw_value());
         else c.skip();
         break;
       case 11:
-        if (key == "duration_ms") c.read_number(e.duration_ms);
-        else if (key == "input_sizes") e.input_sizes = std::string(c.raw_value());
+        if (key_is(key, "duration_ms")) c.read_number(e.duration_ms);
+        else if (key_is(key, "input_sizes")) e.input_sizes = std::string(c.raw_value());
         else c.skip();
         break;
       case 13:
-        if (key == "process_group") {
+        if (key_is(key, "process_group")) {
           sv raw = c.raw_value();
           if (pg.raw.empty() || raw != pg.raw) pg = {raw, process_group_name(raw)};
           e.pg = pg.name;
@@ -118,19 +126,19 @@ bool read_entry(JsonCursor& c, FrEntry& e, PgCache& pg) {
         }
         break;
       case 14:
-        if (key == "profiling_name") c.read_string(e.op);
+        if (key_is(key, "profiling_name")) c.read_string(e.op);
         else c.skip();
         break;
       case 15:
-        if (key == "time_created_ns") c.read_int(e.created_ns);
+        if (key_is(key, "time_created_ns")) c.read_int(e.created_ns);
         else c.skip();
         break;
       case 17:
-        if (key == "collective_seq_id") c.read_int(e.seq);
+        if (key_is(key, "collective_seq_id")) c.read_int(e.seq);
         else c.skip();
         break;
       case 28:
-        if (key == "time_discovered_completed_ns") c.read_int(e.completed_ns);
+        if (key_is(key, "time_discovered_completed_ns")) c.read_int(e.completed_ns);
         else c.skip();
         break;
       default: c.skip();
