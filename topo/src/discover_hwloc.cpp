@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <type_traits>
 #include <cstdio>
 #include <cstdlib>
 
@@ -42,12 +43,24 @@ const char* info(hwloc_obj_t o, const char* name) {
   return v ? v : "";
 }
 
+// hwloc's XML import stores bridge and OS-device types as the file wrote them, in C enum fields:
+// a number outside the enum is a valid int but not a valid C++ enum value to load (UBSan: found
+// by fuzz_topo_hwloc_xml), so such fields are read as their integer.
+template <typename Enum>
+int raw_enum(const Enum& field) {
+  std::underlying_type_t<Enum> value;
+  std::memcpy(&value, &field, sizeof value);
+  return int(value);
+}
+
 bool is_pci_bridge(hwloc_obj_t o) {
-  return o && o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI;
+  return o && o->type == HWLOC_OBJ_BRIDGE &&
+         raw_enum(o->attr->bridge.upstream_type) == HWLOC_OBJ_BRIDGE_PCI;
 }
 
 bool is_host_bridge(hwloc_obj_t o) {
-  return o && o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+  return o && o->type == HWLOC_OBJ_BRIDGE &&
+         raw_enum(o->attr->bridge.upstream_type) == HWLOC_OBJ_BRIDGE_HOST;
 }
 
 // NVIDIA GPUs are 0x0302 (3D) or 0x0300 (VGA). AMD Instinct parts are 0x0380/0x0302/0x1200;
@@ -209,7 +222,7 @@ class NodeBuilder {
     Nic nic;
     for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling) {
       if (c->type != HWLOC_OBJ_OS_DEVICE) continue;
-      if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS && nic.name.empty()) {
+      if (raw_enum(c->attr->osdev.type) == HWLOC_OBJ_OSDEV_OPENFABRICS && nic.name.empty()) {
         nic.name = c->name ? c->name : "";
         nic.node_guid = info(c, "NodeGUID");
         for (unsigned i = 0; i < c->infos_count; ++i) {  // "Port<N>State" = first digit of ports/N/state
@@ -218,7 +231,7 @@ class NodeBuilder {
               c->infos[i].name[consumed] == '\0')
             nic.ports.push_back({port, std::atoi(c->infos[i].value)});
         }
-      } else if (c->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK && nic.netdev.empty()) {
+      } else if (raw_enum(c->attr->osdev.type) == HWLOC_OBJ_OSDEV_NETWORK && nic.netdev.empty()) {
         nic.netdev = c->name ? c->name : "";
       }
     }

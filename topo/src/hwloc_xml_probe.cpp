@@ -32,6 +32,9 @@ constexpr int kTimeoutSeconds = 30;
 // buffered streams, sanitizer leak checks) runs twice. hwloc's complaints and a sanitizer's
 // report of the crash go to /dev/null: the parent says it in one line.
 [[noreturn]] void import_and_exit(const char* path) {
+  // A crash must kill the child by its signal: handlers it inherited (a sanitizer's, a fuzzer's
+  // that writes the input out as a finding) would report the parent's input as their own crash.
+  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) signal(sig, SIG_DFL);
   int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (null >= 0) {
     dup2(null, STDOUT_FILENO);
