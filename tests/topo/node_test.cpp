@@ -202,6 +202,16 @@ TEST_CASE("Fuzz regressions: XML that crashes libhwloc's own import is one error
       CHECK(what.find('\n') == std::string::npos);
     }
   }
+  // A PCI device number above 1f (crash-681ea089...): the NCCL topology written for it failed
+  // our own reader. Now the load says so.
+  const std::string impossible = std::string(ASTRAL_FIXTURES_DIR) +
+      "/astral/fuzz-regressions/topo_hwloc_xml/crash-681ea089f4b97c0e5672bc16733dbab0a836a7bb";
+  try {
+    load_hwloc_xml(impossible);
+    FAIL("loaded");
+  } catch (const TopologyError& e) {
+    CHECK(std::string(e.what()).rfind(impossible + ": PCI address ", 0) == 0);
+  }
   // The probe costs a child per file, not correctness: a good file still loads fully after it.
   CHECK(load_hwloc_xml(fixture("hwloc/nvidiaDGX2.xml")).gpus.size() == 16);
   CHECK(load_hwloc_xml(fixture("hwloc/nvidiaDGX2.xml"), XmlImport::in_process).gpus.size() == 16);

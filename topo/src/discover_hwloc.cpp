@@ -71,8 +71,24 @@ bool is_accelerator(uint16_t vendor, uint16_t class_id) {
   return false;
 }
 
+// hwloc's XML import takes PCI addresses as written; a device above 1f or a function above 7
+// exists on no bus, and the NCCL topology written for it would be rejected (found by
+// fuzz_topo_hwloc_xml). Thrown as TopologyError; the caller puts the input's name in front.
 PciAddress address_of(const hwloc_obj_attr_u::hwloc_pcidev_attr_s& p) {
+  if (p.dev > 0x1f || p.func > 7)
+    throw TopologyError(fmt::format("PCI address {:04x}:{:02x}:{:02x}.{:x} is impossible (device above "
+                                    "1f or function above 7)", p.domain, p.bus, p.dev, p.func));
   return PciAddress{p.domain, p.bus, p.dev, p.func};
+}
+
+// The node builder's errors (an impossible PCI address) with the input's name in front.
+template <typename Build>
+Node build_naming(const std::string& what, Build build) {
+  try {
+    return build();
+  } catch (const TopologyError& e) {
+    throw TopologyError(what + ": " + e.what());
+  }
 }
 
 class NodeBuilder {
@@ -309,7 +325,7 @@ Node load_hwloc_xml(const std::string& path, XmlImport import) {
   if (hwloc_topology_set_xml(h.topo, path.c_str()) != 0)
     throw TopologyError(fmt::format("{}: hwloc cannot use it as XML ({})", path, std::strerror(errno)));
   load_or_throw(h.topo, path);
-  Node node = NodeBuilder(h.topo).build(path, false);
+  Node node = build_naming(path, [&] { return NodeBuilder(h.topo).build(path, false); });
   if (node.hostname.empty()) {
     auto slash = path.rfind('/');
     node.hostname = path.substr(slash == std::string::npos ? 0 : slash + 1);
@@ -325,7 +341,7 @@ Node discover_live() {
   for (const char* component : {"pci", "opencl", "gl"})
     hwloc_topology_set_components(h.topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, component);
   load_or_throw(h.topo, "this system");
-  Node node = NodeBuilder(h.topo).build("live", true);
+  Node node = build_naming("this system", [&] { return NodeBuilder(h.topo).build("live", true); });
   if (node.hostname.empty()) {
     char name[256] = {};
     gethostname(name, sizeof name - 1);
