@@ -16,6 +16,15 @@
 using namespace astral::monitor;
 using namespace astral::monitor::testing;
 
+namespace {
+// A monitor_structured reproducer's bytes.
+std::string structured_regression(const std::string& name) {
+  std::ifstream in(ASTRAL_FIXTURES_DIR "/astral/fuzz-regressions/monitor_structured/" + name, std::ios::binary);
+  REQUIRE(in);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+}  // namespace
+
 TEST_CASE("Fuzz regressions: dmesg stamps beyond any real uptime are not timestamps") {
   // 68269777084456 s: secs * 1000000 overflowed int64_t. Such a bracket is not a stamp now; a
   // stamp within 300 years of boot still reads as one.
@@ -63,10 +72,7 @@ TEST_CASE("Fuzz regressions: every monitor_lines reproducer parses") {
 TEST_CASE("Fuzz regressions: RAS collective counts that overflow, and numbers out of range, are not read") {
   // The outlier check summed a rank's collective counts in int64_t (signed overflow) and read
   // rank, pid and cuda_dev with json::value<int> (1e30 -> int: an out-of-range cast).
-  const std::filesystem::path file =
-      ASTRAL_FIXTURES_DIR "/astral/fuzz-regressions/monitor_structured/crash-handmade-ras-count-overflow.json";
-  std::ifstream in(file, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = structured_regression("crash-handmade-ras-count-overflow.json");
   ParseOptions o;
   o.default_host = "node-a";
   const ParseResult r = parse_buffer(text, FileKind::nccl_ras, o);
@@ -82,10 +88,7 @@ TEST_CASE("Fuzz regressions: RAS collective counts that overflow, and numbers ou
 
 TEST_CASE("Fuzz regressions: a Flight Recorder integer written with an exponent beyond int64_t saturates") {
   // JsonCursor::read_int read 1e300 as a double and cast it to int64_t: undefined behaviour.
-  const std::filesystem::path file =
-      ASTRAL_FIXTURES_DIR "/astral/fuzz-regressions/monitor_structured/crash-handmade-fr-exponent-cast.json";
-  std::ifstream in(file, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = structured_regression("crash-handmade-fr-exponent-cast.json");
   ParseOptions o;
   o.default_host = "node-a";
   REQUIRE(detect_file_kind(text, "rank_0.json") == FileKind::flight_recorder);
