@@ -67,7 +67,10 @@ TEST_CASE("classes agree with per-connection routing on every design and routing
   const topo::Fabric fat2 = build_fabric(topo::FabricKind::kFatTree, 1024, 64);
   const topo::Fabric fat3 = build_fabric(topo::FabricKind::kFatTree, 1024, 32, 1, 3);
   const topo::Fabric rail_only = build_fabric(topo::FabricKind::kRailOnly, 1024, 32);
-  for (const topo::Fabric* f : {&same_rail, &fat2, &fat3, &rail_only})
+  // Two same-rail pods (radix 16): same-rail traffic between pods crosses the core.
+  const topo::Fabric same_rail_pods = build_fabric(topo::FabricKind::kSameRailT2, 1024, 16);
+  REQUIRE(same_rail_pods.hosts().back().pod == 1);
+  for (const topo::Fabric* f : {&same_rail, &fat2, &fat3, &rail_only, &same_rail_pods})
     for (const char* routing : {"ecmp", "pinned", "same-rail", "same-rail-pinned"}) {
       FlowSimResult r = engines_agree(*f, classes_opts(routing));
       CHECK(r.method == "max-load");
@@ -115,6 +118,7 @@ TEST_CASE("classes agree under faults, routing only the broken connections one b
   const topo::Fabric dual = build_fabric(topo::FabricKind::kSameRailT2, 1024, 32, 2);
   const topo::Fabric fat3 = build_fabric(topo::FabricKind::kFatTree, 1024, 32, 1, 3);
   const topo::Fabric same_rail = build_fabric(topo::FabricKind::kSameRailT2, 1024, 32);
+  const topo::Fabric same_rail_pods = build_fabric(topo::FabricKind::kSameRailT2, 1024, 16);
   for (const char* routing : {"ecmp", "same-rail"}) {
     auto o = classes_opts(routing);
     o.fail_links = {"node0001:mlx5_0:1"};  // dual-ToR failover: port 2 carries port 1's QPs
@@ -129,6 +133,8 @@ TEST_CASE("classes agree under faults, routing only the broken connections one b
     CHECK(r.exact_connections == 0);  // a spine changes the ECMP groups, which classes follow
     o.fail_switches = {"ag1-03"};
     engines_agree(fat3, o);
+    o.fail_switches = {"s2p1-03"};  // a rail spine of the second pod
+    engines_agree(same_rail_pods, o);
     o.fail_switches = {};
     o.fail_random_links = 40;
     engines_agree(fat3, o);

@@ -2,7 +2,9 @@
 // bisection, optics and the size limits of each design.
 #include <astral/topo/fabric_generate.hpp>
 #include <astral/topo/fabric_summary.hpp>
+#include <astral/topo/fabric_routing.hpp>
 #include <catch2/catch.hpp>
+#include <set>
 
 using namespace astral::topo;
 
@@ -70,6 +72,51 @@ TEST_CASE("same-rail Tier-2: spines join one rail, the core joins rails") {
   CHECK(s.bisection_per_gpu_gbps == Approx(400));
 }
 
+TEST_CASE("same-rail Tier-2 beyond one spine's reach: pods of rail spines joined by the core") {
+  // Radix 16, 4 GPUs and rails per host: 8 hosts per leaf, 8 leaves per rail spine group, so a pod
+  // is 64 hosts; 160 hosts are two full pods and a half one. A core joins radix / rails = 4 pods.
+  auto o = options(FabricKind::kSameRailT2, 160 * 4, 16);
+  o.gpus_per_host = 4;
+  Fabric f = generate_fabric(o);
+  FabricSummary s = summarize(f);
+  REQUIRE(s.tiers.size() == 3);
+  CHECK(f.hosts().front().pod == 0);
+  CHECK(f.hosts().back().pod == 2);
+  CHECK(tier(s, 2).switches == 3 * 4 * 8);  // 8 spines per (pod, rail)
+  CHECK(tier(s, 1).oversubscription == Approx(1.0));
+  // The half pod's spines keep every core uplink: 20 of 24 leaf slots per rail are used.
+  CHECK(tier(s, 2).oversubscription == Approx(20.0 / 24.0));
+  auto spine = f.find_switch("s3p2-07");
+  REQUIRE(spine);
+  CHECK(f.switches()[*spine].pod == 2);
+  CHECK(f.switches()[*spine].rail == 3);
+  // A rail spine joins only the leaves of its rail and pod, and every core joins all 12 rail
+  // spines with the same index.
+  for (int link : f.switch_links(*spine)) {
+    const Link& l = f.links()[link];
+    const Switch& other = f.switches()[l.a.sw == *spine ? l.b.sw : l.a.sw];
+    if (other.tier == 1) {
+      CHECK(other.rail == 3);
+      CHECK(other.pod == 2);
+    }
+  }
+  auto core = f.find_switch("c07-00");
+  REQUIRE(core);
+  std::set<int> spines;
+  for (int link : f.switch_links(*core)) spines.insert(f.links()[link].a.sw);
+  CHECK(spines.size() == 3 * 4);
+  // Same-rail traffic between pods goes up to the core: leaf, spine, core, spine, leaf.
+  Router router(f);
+  int src = 0, dst = 150 * 4;  // GPU 0 of host 0 (pod 0) and of host 150 (pod 2), rail 0
+  long total = 0;
+  auto paths = router.candidates(src, dst, 4, &total);
+  REQUIRE_FALSE(paths.empty());
+  CHECK(paths.front().switches.size() == 5);
+  CHECK(total == 8 * 8);  // a spine of 8, then a core group of 8
+  o.gpus = 5 * 64 * 4;
+  CHECK_THROWS_WITH(generate_fabric(o), Catch::Contains("at most 1024 GPUs"));
+}
+
 TEST_CASE("rail-only has no path between rails in the network") {
   Fabric f = generate_fabric(options(FabricKind::kRailOnly, 2048, 64));
   FabricSummary s = summarize(f);
@@ -109,15 +156,19 @@ TEST_CASE("bundling builds fewer spines with parallel links and the same capacit
 }
 
 TEST_CASE("each design states its size limit and refuses beyond it") {
+  // A same-rail pod is 64 segments x 64 hosts x 8 GPUs at radix 128; the core joins up to
+  // radix / rails = 16 pods.
   auto o = options(FabricKind::kSameRailT2, 8, 128);
-  CHECK(max_gpus(o) == 32768);  // 64 segments x 64 hosts x 8 GPUs
+  CHECK(max_gpus(o) == 16 * 32768);
   o.dual_plane = true;
-  CHECK(max_gpus(o) == 65536);  // HPN-style 128 x 200G hosts per leaf: Astral's 64K pod
+  CHECK(max_gpus(o) == 16 * 65536);  // HPN-style 128 x 200G hosts per leaf: Astral's 64K pod
   o.dual_plane = false;
   o.radix = 64;
-  CHECK(max_gpus(o) == 8192);
-  o.gpus = 16384;
-  CHECK_THROWS_WITH(generate_fabric(o), Catch::Contains("at most 8192 GPUs"));
+  CHECK(max_gpus(o) == 8 * 8192);
+  o.gpus = 131072;
+  CHECK_THROWS_WITH(generate_fabric(o), Catch::Contains("at most 65536 GPUs"));
+  o.dual_plane = true;
+  CHECK(max_gpus(o) == 131072);  // radix 64 reaches 131K with dual-ToR NICs
   o = options(FabricKind::kRailOnly, 8, 64);
   CHECK(max_gpus(o) == 64 * 32 * 8);
 }

@@ -92,6 +92,19 @@ bool target_131k() {
               "efficiency %.4f (%s); targets <= 30 s, <= 8 GiB: %s\n",
               s.connections, s.classes, s.cpu, s.wall, rss, s.efficiency, s.method.c_str(),
               pass ? "PASS" : "FAIL");
+  // The same size at radix 128: four same-rail pods joined by the core, and the fat tree.
+  topo::GenerateOptions g;
+  g.gpus = 131072;
+  g.radix = 128;
+  for (topo::FabricKind kind : {topo::FabricKind::kSameRailT2, topo::FabricKind::kFatTree}) {
+    g.kind = kind;
+    topo::Fabric at128 = topo::generate_fabric(g);
+    const char* routing = kind == topo::FabricKind::kFatTree ? "ecmp" : "same-rail";
+    Sample t = run(at128, routing, seer::SimEngine::kAuto);
+    std::printf("radix 128 %s, routing %s (%s): %zu connections, %.2f s CPU, efficiency %.4f\n",
+                topo::fabric_kind_name(kind), routing, t.engine.c_str(), t.connections, t.cpu,
+                t.efficiency);
+  }
   return pass;
 }
 

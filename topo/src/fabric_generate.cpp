@@ -40,7 +40,7 @@ struct Plan {
   int leaf_down = 0, leaf_up = 0;  // ports
   int hosts_per_segment = 0, segments = 0;
   int tiers = 2;
-  int segments_per_pod = 0, pods = 1;  // 3-tier fat tree
+  int segments_per_pod = 0, pods = 1;  // 3-tier fat tree; same-rail-t2 beyond one spine's reach
   // Tier 2: groups of spines (per rail and plane for same-rail designs, per plane or per pod and
   // plane for the fat tree); each leaf of a group has `per_pair` links to each of its `spines`.
   int group_children = 0;  // leaves per spine group
@@ -89,22 +89,9 @@ struct Plan {
                            o.radix, o.radix * full_segment_hosts(o.oversubscription) * rails,
                            o.radix, full_segment_hosts(o.oversubscription), o.gpus));
         break;
-      case FabricKind::kSameRailT2: {
-        plan_leaves(1.0);
-        tiers = 3;
-        group_children = segments;
-        spine_down_capacity = split_ports(o.radix, o.oversubscription).first;
-        if (!plan_spines())
-          fail(fmt::format("same-rail-t2 at radix {} holds at most {} GPUs in one pod ({} "
-                           "segments of {} hosts); asked for {}: raise --radix or use --dual-plane",
-                           o.radix, spine_down_capacity * full_segment_hosts(1.0) * rails,
-                           spine_down_capacity, full_segment_hosts(1.0), o.gpus));
-        core_children = rails;
-        if (!plan_core())
-          fail(fmt::format("same-rail-t2: {} rails do not fit on core switches of radix {}", rails,
-                           o.radix));
+      case FabricKind::kSameRailT2:
+        plan_same_rail_pods();
         break;
-      }
       case FabricKind::kFatTree:
         plan_fat_tree();
         break;
@@ -145,6 +132,33 @@ struct Plan {
     if (cores < 0) return false;
     core_per_pair = spine_up / cores;
     return true;
+  }
+
+  // A same-rail pod holds the segments one spine reaches; beyond that, pods of that size are joined
+  // by the core, which then carries same-rail traffic between pods as well as cross-rail traffic
+  // (leaf, rail spine of the pod, core, rail spine of the other pod, leaf: two ECMP stages up).
+  void plan_same_rail_pods() {
+    plan_leaves(1.0);
+    tiers = 3;
+    spine_down_capacity = split_ports(o.radix, o.oversubscription).first;
+    segments_per_pod = std::min(segments, spine_down_capacity);
+    pods = (segments + segments_per_pod - 1) / segments_per_pod;
+    group_children = segments_per_pod;
+    core_children = rails * pods;
+    if (rails > o.radix)
+      fail(fmt::format("same-rail-t2: {} rails do not fit on core switches of radix {}", rails,
+                       o.radix));
+    if (!plan_spines() || !plan_core())
+      fail(fmt::format("same-rail-t2 at radix {} holds at most {} GPUs; asked for {}: raise --radix "
+                       "or use --dual-plane or --planes 4",
+                       o.radix, max_same_rail_gpus(), o.gpus));
+  }
+
+  // The most GPUs of the pod design: a core switch takes at least one link from every rail spine
+  // of every pod it joins, so at most radix / rails pods.
+  long max_same_rail_gpus() const {
+    long pod_gpus = long(spine_down_capacity) * full_segment_hosts(1.0) * rails;
+    return long(o.radix / rails) * pod_gpus;
   }
 
   void plan_fat_tree() {
@@ -251,7 +265,7 @@ class Builder {
     return e;
   }
   int pod_of_segment(int s) const {
-    return p_.tiers == 3 && p_.o.kind == FabricKind::kFatTree ? s / p_.segments_per_pod : 0;
+    return p_.tiers == 3 && p_.segments_per_pod > 0 ? s / p_.segments_per_pod : 0;
   }
 
   void add_profile_and_hosts() {
@@ -317,17 +331,23 @@ class Builder {
            p_.o.port_gbps);
   }
 
-  // Same-rail spines: a group per (rail, plane) joining the leaves of that rail and plane only.
+  // Same-rail spines: a group per (rail, plane, pod) joining the leaves of that rail, plane and pod
+  // only. One pod keeps the names s<rail>-<index>; several are s<rail>p<pod>-<index>.
   void add_same_rail_spines() {
+    int per_pod = p_.segments_per_pod > 0 ? p_.segments_per_pod : p_.segments;
     for (int pl = 0; pl < p_.planes; ++pl)
-      for (int r = 0; r < p_.rails; ++r) {
-        std::vector<int> group;
-        for (int a = 0; a < p_.spines; ++a)
-          group.push_back(add_switch(fmt::format("s{}-{:02}{}", r, a, plane_suffix(p_.planes, pl)),
-                                     2, r, pl, 0, -1));
-        for (int s = 0; s < p_.segments; ++s) join_leaf(leaf_[leaf_index(r, pl, s)], s, group.data());
-        core_children_.push_back(std::move(group));  // core child index = rail
-      }
+      for (int pod = 0; pod < p_.pods; ++pod)
+        for (int r = 0; r < p_.rails; ++r) {
+          std::vector<int> group;
+          std::string pod_name = p_.pods > 1 ? fmt::format("p{}", pod) : std::string();
+          for (int a = 0; a < p_.spines; ++a)
+            group.push_back(add_switch(
+                fmt::format("s{}{}-{:02}{}", r, pod_name, a, plane_suffix(p_.planes, pl)), 2, r, pl,
+                pod, -1));
+          for (int s = pod * per_pod; s < std::min(p_.segments, (pod + 1) * per_pod); ++s)
+            join_leaf(leaf_[leaf_index(r, pl, s)], s - pod * per_pod, group.data());
+          core_children_.push_back(std::move(group));  // core child index = pod x rails + rail
+        }
   }
 
   // Fat-tree spines shared by every rail: a group per plane (2 tiers) or per pod and plane.

@@ -88,7 +88,9 @@ void Engine::post_event(Context* c, ibv_async_event ev) {
 }
 
 void Engine::push_wc(Cq* cq, const ibv_wc& wc) {
-  if (cq->wcs.size() >= cq->capacity) {  // overrun: the CQ is in error, as on an HCA
+  // Overrun: the CQ is in error for good, as on an HCA; a completion arriving after the consumer
+  // drained it is dropped too (the test that CQ_ERR keeps what fitted raced on this).
+  if (cq->overrun || cq->wcs.size() >= cq->capacity) {
     if (!cq->overrun) {
       cq->overrun = true;
       ibv_async_event ev{};

@@ -192,6 +192,7 @@ TEST_CASE("the RTR log has the mlx5 UDP source port of a flow label and the TC a
   ibv_close_device(ctx);
 
   ctx = open_device("mlx5_0");
+  REQUIRE(ctx);
   pd = ibv_alloc_pd(ctx);
   r = make_rc(pd, 4096);
   REQUIRE(to_init(r.qp) == 0);

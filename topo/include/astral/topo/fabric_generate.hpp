@@ -3,7 +3,9 @@
 //
 // * same-rail-t2: Astral's design. Leaves (ToRs) per rail, plane and segment; tier-2 spines that
 //   join only the leaves of ONE rail (and plane), so same-rail traffic between segments crosses one
-//   ECMP choice and never the core; a core tier joins the rails for cross-rail traffic.
+//   ECMP choice and never the core; a core tier joins the rails for cross-rail traffic. Beyond one
+//   spine's reach the rail spines come in pods, and the core joins every pod's rail spines, so
+//   same-rail traffic between pods crosses it too.
 // * fat-tree: the classic rail-optimised fat tree (NVIDIA SuperPOD style). Same leaves, but tier-2
 //   spines are shared by all rails; beyond one spine's reach a third tier (pods + core) is added,
 //   so traffic between pods crosses two ECMP stages.
@@ -51,7 +53,7 @@ struct GenerateOptions {
 };
 
 // Builds and validates the fabric. Throws FabricError when the options cannot be built (e.g. more
-// GPUs than one same-rail pod holds at this radix), naming the limit and what to change.
+// GPUs than the core can join at this radix), naming the limit and what to change.
 Fabric generate_fabric(const GenerateOptions& options);
 
 // The largest GPU count generate_fabric accepts for these options (other fields as given).
