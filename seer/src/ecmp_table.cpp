@@ -156,6 +156,14 @@ EcmpTable load_ecmp_table(const std::string& path) {
   }
 }
 
+void attach_ecmp_table(Network& n, const std::string& path) {
+  auto table = std::make_shared<EcmpTable>(load_ecmp_table(path));
+  if (table->gpus != n.hosts * n.gpus_per_host)
+    throw SpecError(fmt::format("{}: simulated on a fabric of {} GPUs; the network has {} x {}", path,
+                                table->gpus, n.hosts, n.gpus_per_host));
+  n.ecmp_table = std::move(table);
+}
+
 std::optional<EcmpEntry> nearest_entry(const EcmpTable& t, std::string_view pattern, int group_size,
                                        int qps, std::string_view placement) {
   const std::string want = canonical_pattern(pattern);

@@ -2,15 +2,20 @@
 // tables NCCL falls back to), init per communicator, getCollInfo on NCCL's contiguous cost table
 // with guard values around it, finalize. The expected costs come from Seer's model in-process.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <unistd.h>
 
 #include "abi/tuner_v2.h"
 #include "abi/tuner_v3.h"
 #include "abi/tuner_v4.h"
 #include "abi/tuner_v5.h"
 #include "abi/tuner_v6.h"
+#include "astral/seer/ecmp_table.hpp"
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/nccl_tuner.hpp"
 #include "harness.hpp"
@@ -354,6 +359,114 @@ TEST_CASE("ASTRAL_TUNER_NETWORK puts the fabric's rails and tiers into the costs
   CHECK(std::memcmp(g.table, expected.table, sizeof g.table) == 0);
   CHECK(std::memcmp(expected.table, default_costs.table, sizeof g.table) != 0);  // the fabric matters
   t.v5.finalize(ctx);
+}
+
+namespace {
+
+// An ECMP-efficiency table written for one test and removed after it: ring and all-to-all at 1,024
+// GPUs, `one_qp` at 1 QP and `four_qps` at 4.
+struct EcmpTableFile {
+  std::string path;
+  EcmpTableFile(const char* name, int fabric_gpus, double one_qp, double four_qps)
+      : path(std::filesystem::temp_directory_path().string() + "/astral-tuner-" + name + "-" +
+             std::to_string(getpid()) + ".json") {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const char* pattern : {"ring", "alltoall"})
+      for (int qps : {1, 4})
+        entries.push_back({{"pattern", pattern}, {"group_size", 1024}, {"qps", qps}, {"tier", 2},
+                           {"efficiency", qps == 1 ? one_qp : four_qps}});
+    nlohmann::json doc = {{"format", "astral-ecmp-efficiency"}, {"version", 1},
+                          {"fabric", {{"gpus", fabric_gpus}}}, {"hash_model", nlohmann::json::object()},
+                          {"entries", entries}};
+    std::ofstream(path) << doc.dump();
+  }
+  ~EcmpTableFile() { std::filesystem::remove(path); }
+};
+
+int same_rail_12k_gpus() {
+  auto net = seer::load_network("astral-same-rail-12k", seer::load_hardware("h100-sxm"));
+  return net.hosts * net.gpus_per_host;
+}
+
+// The table Seer would fill for a ReduceScatter of 256 MiB on 1,024 ranks of the fabric, with the
+// table read at `qps` (nullptr: the tiers' own ECMP efficiency).
+GuardedTable reduce_scatter_costs(const char* table, int qps) {
+  auto hw = seer::load_hardware("h100-sxm");
+  auto net = seer::load_network("astral-same-rail-12k", hw);
+  if (table) {
+    seer::attach_ecmp_table(net, table);
+    net.ecmp_qps = qps;
+  }
+  static const auto constants = seer::LatencyConstants::defaults();
+  seer::NcclTunerModel model(net, 1024, 128, &constants);
+  GuardedTable g;
+  model.fill(ncclFuncReduceScatter, size_t(1) << 28, &g.table[0][0], 7, 3);
+  return g;
+}
+
+GuardedTable tuner_reduce_scatter(Tuner& t) {
+  void* ctx = t.init(1024, 128);
+  GuardedTable g;
+  int channels = 0;
+  t.v5.getCollInfo(ctx, ncclFuncReduceScatter, size_t(1) << 28, 1, g.as_nccl_passes_it(), 7, 3, 0, &channels);
+  t.v5.finalize(ctx);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("ASTRAL_TUNER_ECMP_TABLE: the simulated efficiencies, at NCCL's QPs per connection",
+          "[plugin][tuner]") {
+  TunerEnv env;
+  EcmpTableFile table("ecmp", same_rail_12k_gpus(), 0.5, 0.9);
+  ScopedEnv net{"ASTRAL_TUNER_NETWORK", "astral-same-rail-12k"};
+  ScopedEnv ecmp{"ASTRAL_TUNER_ECMP_TABLE", table.path.c_str()};
+  ScopedEnv qps{"NCCL_IB_QPS_PER_CONNECTION", nullptr};
+  Tuner t;
+  LogCapture::clear();
+  GuardedTable one_qp = tuner_reduce_scatter(t);
+  CHECK(LogCapture::count(NCCL_LOG_WARN, "") == 0);
+  CHECK(LogCapture::count(NCCL_LOG_INFO, "ECMP efficiency simulated (4 entries, ecmp routing, read at 1 QPs)") == 1);
+  GuardedTable expected = reduce_scatter_costs(table.path.c_str(), 1);
+  CHECK(std::memcmp(one_qp.table, expected.table, sizeof expected.table) == 0);
+  GuardedTable tiers = reduce_scatter_costs(nullptr, 1);
+  CHECK(std::memcmp(expected.table, tiers.table, sizeof expected.table) != 0);  // the table matters
+
+  ScopedEnv four{"NCCL_IB_QPS_PER_CONNECTION", "4"};
+  GuardedTable four_qps = tuner_reduce_scatter(t);
+  GuardedTable expected4 = reduce_scatter_costs(table.path.c_str(), 4);
+  CHECK(std::memcmp(four_qps.table, expected4.table, sizeof expected4.table) == 0);
+  CHECK(std::memcmp(four_qps.table, one_qp.table, sizeof one_qp.table) != 0);
+}
+
+TEST_CASE("a bad or misplaced ECMP table is one warning and the tiers' efficiency", "[plugin][tuner]") {
+  TunerEnv env;
+  EcmpTableFile other("ecmp-other", 2048, 0.5, 0.5);
+  ScopedEnv ecmp{"ASTRAL_TUNER_ECMP_TABLE", other.path.c_str()};
+  Tuner t;
+  GuardedTable tiers = reduce_scatter_costs(nullptr, 1);
+  SECTION("another fabric's table") {
+    ScopedEnv net{"ASTRAL_TUNER_NETWORK", "astral-same-rail-12k"};
+    LogCapture::clear();
+    GuardedTable g = tuner_reduce_scatter(t);
+    CHECK(LogCapture::count(NCCL_LOG_WARN, "simulated on a fabric of 2048 GPUs") == 1);
+    CHECK(std::memcmp(g.table, tiers.table, sizeof g.table) == 0);
+  }
+  SECTION("no such file") {
+    ScopedEnv net{"ASTRAL_TUNER_NETWORK", "astral-same-rail-12k"};
+    ScopedEnv missing{"ASTRAL_TUNER_ECMP_TABLE", "/nonexistent/ecmp.json"};
+    LogCapture::clear();
+    GuardedTable g = tuner_reduce_scatter(t);
+    CHECK(LogCapture::count(NCCL_LOG_WARN, "ASTRAL_TUNER_ECMP_TABLE: /nonexistent/ecmp.json: cannot "
+                                           "open the ECMP-efficiency table") == 1);
+    CHECK(std::memcmp(g.table, tiers.table, sizeof g.table) == 0);
+  }
+  SECTION("no network to attach it to") {
+    LogCapture::clear();
+    void* ctx = t.init(16, 2);
+    CHECK(LogCapture::count(NCCL_LOG_WARN, "needs ASTRAL_TUNER_NETWORK") == 1);
+    t.v5.finalize(ctx);
+  }
 }
 
 TEST_CASE("repeated init and finalize, communicators alive side by side", "[plugin][tuner]") {

@@ -110,15 +110,8 @@ TrainConfig layout_of(const LayoutFlags& f) {
   return c;
 }
 
-// The table was simulated on one fabric; a network of another size would read entries that do
-// not describe it.
 void attach_ecmp_table(const Common& c, Network& n) {
-  if (c.ecmp_table.empty()) return;
-  auto table = std::make_shared<EcmpTable>(load_ecmp_table(c.ecmp_table));
-  if (table->gpus != n.hosts * n.gpus_per_host)
-    throw cli::UsageError(fmt::format("{}: simulated on a fabric of {} GPUs; the network has {} x {}",
-                                      c.ecmp_table, table->gpus, n.hosts, n.gpus_per_host));
-  n.ecmp_table = std::move(table);
+  if (!c.ecmp_table.empty()) astral::seer::attach_ecmp_table(n, c.ecmp_table);
 }
 
 Network network_of(const Common& c, const HardwareSpec& hw) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 namespace astral::plugin::tuner {
 namespace {
@@ -31,6 +32,17 @@ Settings parse_settings(const EnvLookup& env, std::vector<std::string>* warnings
   if (std::string host = value("ASTRAL_TUNER_HOST"); !host.empty()) {
     std::string l = lower(host);
     s.host = l == "live" || l == "off" ? l : host;
+  }
+  s.ecmp_table = value("ASTRAL_TUNER_ECMP_TABLE");
+  // NCCL's own variable: the table is looked up at the QPs NCCL opens per connection.
+  if (std::string qps = value("NCCL_IB_QPS_PER_CONNECTION"); !qps.empty()) {
+    char* end = nullptr;
+    long n = std::strtol(qps.c_str(), &end, 10);
+    if (end != qps.c_str() && *end == '\0' && n >= 1 && n <= 128)
+      s.qps = int(n);
+    else if (!s.ecmp_table.empty())
+      warnings->push_back("NCCL_IB_QPS_PER_CONNECTION='" + qps +
+                          "' is not a QP count; the ECMP table is read at 1 QP");
   }
   return s;
 }

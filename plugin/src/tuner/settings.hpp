@@ -16,6 +16,9 @@ struct Settings {
   std::string network;              // ASTRAL_TUNER_NETWORK: Seer network JSON, bundled name or
                                     // astral-fabric file; "" = uniform fabric from the hardware
   std::string host = "live";        // ASTRAL_TUNER_HOST: live | off | hwloc XML path (rails, GPUs)
+  std::string ecmp_table;           // ASTRAL_TUNER_ECMP_TABLE: `astral fabric ecmp-table` output
+                                    // for the ASTRAL_TUNER_NETWORK fabric; "" = the tiers' own
+  int qps = 1;                      // NCCL_IB_QPS_PER_CONNECTION: the table's QP column
 
   bool operator==(const Settings&) const = default;
 };

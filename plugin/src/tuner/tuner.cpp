@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "astral/seer/ecmp_table.hpp"
 #include "astral/seer/inputs.hpp"
 #include "astral/seer/nccl_tuner.hpp"
 #include "astral/topo/node.hpp"
@@ -90,6 +91,26 @@ void apply_host(Inputs& in) {
   }
 }
 
+// The flow simulator's ECMP efficiencies replace the tiers' own. A table belongs to one fabric, so
+// it needs that fabric's network; anything wrong is one warning and the tiers' values stay.
+void apply_ecmp_table(Inputs& in) {
+  const std::string& path = in.settings.ecmp_table;
+  if (path.empty()) return;
+  if (!in.network) {
+    in.warnings.push_back(fmt::format("ASTRAL_TUNER_ECMP_TABLE={}: needs ASTRAL_TUNER_NETWORK, the "
+                                      "fabric it was simulated on; ignored", path));
+    return;
+  }
+  try {
+    seer::attach_ecmp_table(*in.network, path);
+    in.network->ecmp_qps = in.settings.qps;
+  } catch (const std::exception& e) {
+    // The message names the file already.
+    in.warnings.push_back(
+        fmt::format("ASTRAL_TUNER_ECMP_TABLE: {}; using the tiers' ECMP efficiency", e.what()));
+  }
+}
+
 std::shared_ptr<const Inputs> load_inputs(const Settings& settings) {
   auto in = std::make_shared<Inputs>();
   in->settings = settings;
@@ -108,6 +129,7 @@ std::shared_ptr<const Inputs> load_inputs(const Settings& settings) {
                                          settings.network, e.what()));
     }
   }
+  apply_ecmp_table(*in);
   return in;
 }
 
@@ -123,9 +145,13 @@ std::shared_ptr<const Inputs> cached_inputs(const Settings& settings, bool* fres
 }
 
 std::string describe(const seer::Network& net) {
-  return fmt::format("{} ({} GPUs and {} rails x {:.0f} Gb/s per host, {} switch tiers{})", net.name,
+  std::string ecmp;
+  if (net.ecmp_table)
+    ecmp = fmt::format(", ECMP efficiency simulated ({} entries, {} routing, read at {} QPs)",
+                       net.ecmp_table->entries.size(), net.ecmp_table->routing, net.ecmp_qps);
+  return fmt::format("{} ({} GPUs and {} rails x {:.0f} Gb/s per host, {} switch tiers{}{})", net.name,
                      net.gpus_per_host, net.rails, net.nic_bandwidth * 8 / 1e9, net.tiers.size(),
-                     net.nvls ? ", NVLS" : "");
+                     net.nvls ? ", NVLS" : "", ecmp);
 }
 
 std::string human_bytes(double b) {

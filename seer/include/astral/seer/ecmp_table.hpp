@@ -15,12 +15,14 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <astral/topo/fabric.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "astral/seer/flowsim.hpp"
+#include "astral/seer/network.hpp"
 
 namespace astral::seer {
 
@@ -71,5 +73,9 @@ EcmpTable load_ecmp_table(const std::string& path);
 std::optional<EcmpEntry> nearest_entry(const EcmpTable& table, std::string_view pattern,
                                        int group_size, int qps = 1,
                                        std::string_view placement = "packed");
+
+// Loads the table at `path` onto the network it was simulated on. A table of another fabric size
+// would describe other groups, so that is a SpecError naming the file and both sizes.
+void attach_ecmp_table(Network& network, const std::string& path);
 
 }  // namespace astral::seer
