@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <unordered_map>
 
 namespace astral::topo {
@@ -103,6 +104,16 @@ void Router::build_ports() {
   link_leaf_index_.assign(fabric_.links().size(), -1);
   for (size_t i = 0; i < fabric_.links().size(); ++i)
     if (fabric_.links()[i].a.is_host()) link_leaf_index_[i] = leaf_index_[fabric_.links()[i].b.sw];
+  // Pin keys: a leaf's rank among the leaves of its rail and plane, plus its rail. A switch
+  // carrying one rail's traffic (a same-rail spine) then spreads its destination leaves over its
+  // uplinks by rank, and one carrying every rail (a fat tree's) by rank and rail; the raw leaf
+  // index would not, as leaves of one rail can sit a multiple of the group size apart.
+  std::map<std::pair<int, int>, int> seen;  // (rail, plane) -> leaves so far
+  leaf_pin_key_.resize(leaves_.size());
+  for (size_t leaf = 0; leaf < leaves_.size(); ++leaf) {
+    const Switch& sw = fabric_.switches()[leaves_[leaf]];
+    leaf_pin_key_[leaf] = seen[{sw.rail, sw.plane}]++ + std::max(sw.rail, 0);
+  }
 }
 
 void Router::build_tables() {

@@ -115,6 +115,8 @@ class Router {
   int leaf_count() const { return int(leaves_.size()); }
   int leaf_index(int sw) const { return leaf_index_[sw]; }  // -1 when not a leaf
   int leaf_switch(int leaf) const { return leaves_[leaf]; }
+  // What destination-based pinning spreads a leaf's flows by beyond the first stage (see build).
+  int leaf_pin_key(int leaf) const { return leaf_pin_key_[leaf]; }
   // Next hops from `sw` toward leaf index `leaf`; empty when unreachable or sw is that leaf.
   std::span<const NextHop> next_hops(int sw, int leaf) const {
     int g = group_of_[size_t(leaf) * switch_count_ + sw];
@@ -152,6 +154,7 @@ class Router {
   std::vector<int> port_ordinal_;                  // per link; -1 for switch links
   std::vector<int> leaves_;                        // switch index per leaf index
   std::vector<int> leaf_index_;                    // per switch
+  std::vector<int> leaf_pin_key_;                  // per leaf index
   std::vector<std::uint8_t> dist_;                 // [leaf][switch] switch hops, kUnreachable
   std::vector<int> group_of_;  // [leaf][switch] -> group, -1 none (leaf-major: flows to one leaf come in runs)
   std::vector<int> group_offset_;                  // CSR into hops_
@@ -199,7 +202,8 @@ class PathSelector {
   // previous stage's hash again when polarised). `hash` carries the previous stage's hash.
   size_t member(size_t n, int sw, int leaf, int stage, int ordinal, std::uint64_t flow_key,
                 std::uint64_t& hash) const {
-    if (policy_.choice == PathChoice::kPinned) return size_t(ordinal + stage * (leaf + 1)) % n;
+    if (policy_.choice == PathChoice::kPinned)
+      return size_t(ordinal + stage * (router_.leaf_pin_key(leaf) + 1)) % n;
     bool repeat = stage > 0 && repeat_threshold_ != 0 &&
                   (repeat_threshold_ == ~std::uint64_t{0} ||
                    mix64(flow_key ^ (0xc2b2ae3d27d4eb4fULL * std::uint64_t(stage))) < repeat_threshold_);
