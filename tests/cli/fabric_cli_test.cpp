@@ -52,10 +52,11 @@ TEST_CASE("fabric generate rejects bad kinds and impossible sizes with exit 2") 
   auto r = run_process({ASTRAL_CLI, "fabric", "generate", "torus", "--gpus", "128", "-o", f.path});
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("torus") != std::string::npos);
-  r = run_process({ASTRAL_CLI, "fabric", "generate", "same-rail-t2", "--gpus", "16384", "--radix",
+  // Eight same-rail pods of 8,192 GPUs are what a radix-64 core can join.
+  r = run_process({ASTRAL_CLI, "fabric", "generate", "same-rail-t2", "--gpus", "131072", "--radix",
                    "64", "-o", f.path});
   CHECK(r.exit_code == 2);
-  CHECK(r.err.find("at most 8192 GPUs") != std::string::npos);
+  CHECK(r.err.find("at most 65536 GPUs") != std::string::npos);
   std::ifstream none(f.path);
   CHECK_FALSE(none.good());  // nothing half-written
 }
