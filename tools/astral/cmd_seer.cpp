@@ -110,10 +110,6 @@ TrainConfig layout_of(const LayoutFlags& f) {
   return c;
 }
 
-void attach_ecmp_table(const Common& c, Network& n) {
-  if (!c.ecmp_table.empty()) astral::seer::attach_ecmp_table(n, c.ecmp_table);
-}
-
 Network network_of(const Common& c, const HardwareSpec& hw) {
   if (c.network.empty()) {
     if (!c.ecmp_table.empty()) throw cli::UsageError("--ecmp-table needs the --network it was simulated on");
@@ -124,7 +120,7 @@ Network network_of(const Common& c, const HardwareSpec& hw) {
   if (n.hosts < need)
     throw cli::UsageError(fmt::format("{}: {} hosts x {} GPUs cannot hold --gpus {}", c.network, n.hosts,
                                       n.gpus_per_host, c.gpus));
-  attach_ecmp_table(c, n);
+  if (!c.ecmp_table.empty()) attach_ecmp_table(n, c.ecmp_table);  // checks the fabric size
   return n;
 }
 
