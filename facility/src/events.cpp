@@ -34,8 +34,8 @@ std::string event_component_kind(EntityKind kind, const std::string& layer) {
     case EntityKind::circuit:
     case EntityKind::bus:
     case EntityKind::switchgear:
-    case EntityKind::power_shelf:
       return "pdu";
+    case EntityKind::power_shelf: return "power_shelf";
     case EntityKind::cdu:
     case EntityKind::coolant_connector:
     case EntityKind::reservoir:

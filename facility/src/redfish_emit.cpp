@@ -157,11 +157,13 @@ EntityKind kind_from_path(std::string_view p, EntityKind fallback) {
   if (contains(p, "/Filters/")) return EntityKind::filter;
   if (contains(p, "/Reservoirs/")) return EntityKind::reservoir;
   if (contains(p, "CoolantConnectors/")) return EntityKind::coolant_connector;
-  if (contains(p, "/PowerSupplies/")) return contains(p, "PowerShelf") ? EntityKind::rectifier : EntityKind::psu;
+  // A shelf's supplies are its rectifiers (PowerEquipment/PowerShelves/N/PowerSupplies/M).
+  if (contains(p, "/PowerSupplies/")) return contains(p, "PowerShel") ? EntityKind::rectifier : EntityKind::psu;
   if (contains(p, "/Outlets/")) return EntityKind::outlet;
   if (contains(p, "/Mains/") || contains(p, "/Branches/") || contains(p, "/Feeders/")) return EntityKind::circuit;
   if (contains(p, "/Fans/")) return EntityKind::fan;
   if (contains(p, "ThermalEquipment/")) return EntityKind::cdu;
+  if (contains(p, "PowerEquipment/PowerShelves/")) return EntityKind::power_shelf;
   return fallback;
 }
 

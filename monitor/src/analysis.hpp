@@ -86,6 +86,7 @@ struct Symptoms {
   double straggler_score = 0;
   std::string straggler_note;
   std::vector<uint32_t> straggler_files;
+  int64_t straggler_since_us = kUnknownTime;  // start of its first collective that others waited on
   bool peers_dead_reported = false;
   bool finished_cleanly = false;  // the ranks destroyed the world communicator (Destroy COMPLETE)
 };
@@ -133,6 +134,10 @@ std::vector<Candidate> gpu_candidates(const Bundle&, const JobModel&, const Symp
 std::vector<Candidate> network_candidates(const Bundle&, const JobModel&, const Symptoms&);
 std::vector<Candidate> process_candidates(const Bundle&, const JobModel&, const Symptoms&);
 std::vector<Candidate> host_candidates(const Bundle&, const JobModel&, const Symptoms&);
+// Plant faults (cooling loss, power capping, leak) joined to the job through the site layout
+// (candidates_facility.cpp), and throttled GPUs of lagging ranks with no plant fault behind them.
+std::vector<Candidate> facility_candidates(const Bundle&, const JobModel&, const Symptoms&);
+std::vector<Candidate> throttle_candidates(const Bundle&, const JobModel&, const Symptoms&);
 
 // How much an event at time t bears on an incident that started at onset (1 near it, less far).
 double time_relevance(int64_t t, double confidence_s, const Symptoms& s);

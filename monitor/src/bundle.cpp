@@ -180,7 +180,10 @@ void canonicalise_hosts(Bundle& b) {
     const FileStats& f = b.files[e.file];
     std::string file_host = names::canonical_host(f.host);
     std::string h = names::canonical_host(e.host);
-    bool refers_elsewhere = !e.attr("reported_by").empty() || names::is_ip_address(h);
+    // Plant equipment's alarms name the equipment's service (a CDU, a rack manager), wherever the
+    // reader that wrote them ran.
+    bool refers_elsewhere = !e.attr("reported_by").empty() || names::is_ip_address(h) || e.layer == Layer::facility ||
+                            !e.attr("site_kind").empty();
     if (!file_host.empty() && h != file_host && !folder.count(h) && !switch_folder.count(h) && !refers_elsewhere &&
         e.layer != Layer::switch_) {
       auto [it, fresh] = alias_of.emplace(h, file_host);
@@ -192,7 +195,10 @@ void canonicalise_hosts(Bundle& b) {
   for (Event& e : b.events) {
     const FileStats& f = b.files[e.file];
     std::string h = names::canonical_host(e.host);
-    bool refers_elsewhere = !e.attr("reported_by").empty() || names::is_ip_address(h);
+    // Plant equipment's alarms name the equipment's service (a CDU, a rack manager), wherever the
+    // reader that wrote them ran.
+    bool refers_elsewhere = !e.attr("reported_by").empty() || names::is_ip_address(h) || e.layer == Layer::facility ||
+                            !e.attr("site_kind").empty();
     if (e.layer == Layer::switch_) {
       // A switch file's lines name the switch; keep the folder name when the syslog host differs
       // (management hostnames) so cabling and logs agree.
@@ -347,7 +353,11 @@ Bundle load_bundle(const std::string& path, const BundleOptions& options) {
     b.fabric = load_fabric(options.fabric_path);
     b.fabric_sources.push_back(options.fabric_path);
   }
-  // Detect kinds; fabric files go to the fabric loaders, the rest to the parsers.
+  if (!options.site_path.empty()) {
+    b.site = facility::load_site_layout(options.site_path);
+    b.site_sources.push_back(options.site_path);
+  }
+  // Detect kinds; fabric files and site layouts go to their loaders, the rest to the parsers.
   std::vector<FileKind> kinds(jobs.size());
   std::vector<size_t> to_parse;
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -357,6 +367,17 @@ Bundle load_bundle(const std::string& path, const BundleOptions& options) {
         try {
           merge_fabric(b.fabric, load_fabric(jobs[i].path.string()));
           b.fabric_sources.push_back(jobs[i].relative);
+        } catch (const std::exception& e) {
+          if (options.progress) options.progress(std::string("warning: ") + e.what());
+        }
+      }
+      continue;
+    }
+    if (kinds[i] == FileKind::site_layout) {
+      if (options.site_path.empty() && b.site.empty()) {
+        try {
+          b.site = facility::load_site_layout(jobs[i].path.string());
+          b.site_sources.push_back(jobs[i].relative);
         } catch (const std::exception& e) {
           if (options.progress) options.progress(std::string("warning: ") + e.what());
         }

@@ -127,6 +127,23 @@ Incident describe(const Symptoms& s, const JobModel& job) {
   return in;
 }
 
+// A GPU, process, host or link on the racks a failed plant part serves, which the job felt, is
+// the plant's victim: the throttled GPU, the rank that fell behind, the host the leak shut down.
+void demote_plant_victims(std::vector<Candidate>& all, const JobModel& job) {
+  for (const Candidate& plant : all) {
+    if (!plant.group.starts_with("plant:") || !plant.job_related || plant.score < 0.5) continue;
+    std::set<std::string> hosts;
+    for (int r : plant.ranks)
+      if (auto it = job.ranks.find(r); it != job.ranks.end()) hosts.insert(it->second.host);
+    for (Candidate& c : all) {
+      if (c.group.starts_with("plant:")) continue;
+      const bool shares = hosts.count(c.component.host) > 0 ||
+                          std::any_of(c.ranks.begin(), c.ranks.end(), [&](int r) { return plant.ranks.count(r) > 0; });
+      if (shares) c.score *= 0.5;
+    }
+  }
+}
+
 }  // namespace
 
 Diagnosis diagnose(Bundle& b, const DiagnoseOptions& o) {
@@ -137,8 +154,9 @@ Diagnosis diagnose(Bundle& b, const DiagnoseOptions& o) {
   Symptoms s = find_symptoms(b, job);
   std::vector<Candidate> all;
   for (auto&& list : {gpu_candidates(b, job, s), network_candidates(b, job, s), process_candidates(b, job, s),
-                      host_candidates(b, job, s)})
+                      host_candidates(b, job, s), facility_candidates(b, job, s), throttle_candidates(b, job, s)})
     for (auto& c : list) all.push_back(c);
+  demote_plant_victims(all, job);
   // A process singled out by the job whose GPU or NIC failed is a victim, not the cause.
   for (Candidate& c : all) {
     if (c.component.kind != ComponentKind::process || c.fault == "gpu_straggler") continue;

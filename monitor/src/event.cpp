@@ -14,9 +14,10 @@ constexpr std::array<std::string_view, 7> kLayers = {"facility", "bmc",     "swi
                                                      "nccl",     "pytorch", "astral"};
 constexpr std::array<std::string_view, 5> kSeverities = {"debug", "info", "warning", "error",
                                                          "critical"};
-constexpr std::array<std::string_view, 16> kComponentKindNames = {
+constexpr std::array<std::string_view, 19> kComponentKindNames = {
     "",        "gpu",    "nic", "port", "link",      "switch_port", "optic", "switch",
-    "host",    "process", "psu", "pdu",  "rectifier", "cdu",         "pump",  "rack"};
+    "host",    "process", "psu", "pdu",  "rectifier", "cdu",         "pump",  "rack",
+    "cooling_loop", "power_shelf", "feed"};
 
 template <typename E, size_t N>
 std::optional<E> lookup(const std::array<std::string_view, N>& names, std::string_view s) {
@@ -169,6 +170,16 @@ int int_field(const nlohmann::json& j, const char* key) {
   }
   throw std::runtime_error(std::string("field '") + key + "' is not an integer");
 }
+// A JSON array of strings as "a,b,c" (facility keys.racks / keys.hosts).
+std::string joined_strings(const nlohmann::json& list, const char* key) {
+  std::string out;
+  for (const auto& v : list) {
+    if (!v.is_string()) throw std::runtime_error(std::string("keys.") + key + " holds a non-string");
+    if (!out.empty()) out += ',';
+    out += v.get<std::string>();
+  }
+  return out;
+}
 }  // namespace
 
 Event event_from_json(const nlohmann::json& j) {
@@ -197,6 +208,8 @@ Event event_from_json(const nlohmann::json& j) {
     e.component.switch_name = str_field(*it, "switch");
     e.component.port = str_field(*it, "port");
     e.component.rank = int_field(*it, "rank");
+    // Where a facility alarm sits in the site layout (facility/events.hpp): kept as attributes.
+    if (std::string site = str_field(*it, "site"); !site.empty()) e.set_attr("site", std::move(site));
   }
   if (e.component.host.empty() && e.component.kind != ComponentKind::switch_ &&
       e.component.kind != ComponentKind::switch_port)
@@ -222,6 +235,9 @@ Event event_from_json(const nlohmann::json& j) {
     e.keys.channel = int_field(*it, "channel");
     e.keys.request_id = str_field(*it, "request_id");
     e.keys.xid = int_field(*it, "xid");
+    if (std::string kind = str_field(*it, "site_kind"); !kind.empty()) e.set_attr("site_kind", std::move(kind));
+    for (const char* list : {"racks", "hosts"})
+      if (auto l = it->find(list); l != it->end() && l->is_array()) e.set_attr(list, joined_strings(*l, list));
   }
   if (auto it = j.find("attrs"); it != j.end() && it->is_object())
     for (auto& [k, v] : it->items()) e.attrs.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());

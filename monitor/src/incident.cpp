@@ -57,6 +57,7 @@ void straggler(const Bundle& b, const JobModel& job, Symptoms& s) {
   std::map<int, int> leads;
   std::map<int, std::vector<double>> ratios;
   std::map<int, std::set<uint32_t>> files;
+  std::map<int, int64_t> first_lead;  // when each rank first made the others wait
   int groups = 0;
   for (auto& [key, v] : by_coll) {
     if (v.size() < 3) continue;
@@ -73,6 +74,10 @@ void straggler(const Bundle& b, const JobModel& job, Symptoms& s) {
     if (ratio < 0.7) {
       ++leads[fastest->rank];
       files[fastest->rank].insert(fastest->file);
+      if (fastest->start_us != kUnknownTime) {
+        auto [it, fresh] = first_lead.emplace(fastest->rank, fastest->start_us);
+        if (!fresh) it->second = std::min(it->second, fastest->start_us);
+      }
     }
   }
   if (groups < 3) return;
@@ -93,6 +98,7 @@ void straggler(const Bundle& b, const JobModel& job, Symptoms& s) {
                   rank, n, groups, med_ratio * 100);
     s.straggler_note = buf;
     s.straggler_files.assign(files[rank].begin(), files[rank].end());
+    s.straggler_since_us = first_lead.count(rank) ? first_lead[rank] : kUnknownTime;
   }
   (void)job;
 }
@@ -240,6 +246,8 @@ Symptoms find_symptoms(const Bundle& b, const JobModel& job) {
   }
   if (first_error != kUnknownTime && (s.onset_us == kUnknownTime || first_error < s.onset_us)) s.onset_us = first_error;
   if (s.onset_us == kUnknownTime) s.onset_us = s.first_symptom_us;
+  // A slowdown alone: it began when the straggler first held the others up.
+  if (s.onset_us == kUnknownTime) s.onset_us = s.straggler_since_us;
   // Who did not reach the stuck collective, or reached a different one.
   const int timed_out = int(seq_votes.empty() ? 0 : seq_votes[s.stuck_seq]);
   for (auto& [rank, rs] : s.ranks) {

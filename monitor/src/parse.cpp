@@ -28,6 +28,8 @@ std::string_view to_string(FileKind k) {
     case FileKind::nccl_ras: return "nccl_ras";
     case FileKind::nccl_inspector: return "nccl_inspector";
     case FileKind::fabric_json: return "fabric_json";
+    case FileKind::nvidia_smi: return "nvidia_smi";
+    case FileKind::site_layout: return "site_layout";
     case FileKind::ibnetdiscover: return "ibnetdiscover";
     case FileKind::cabling_csv: return "cabling_csv";
     case FileKind::astral_trace: return "astral_trace";
@@ -69,7 +71,11 @@ FileKind detect_file_kind(sv head, sv name) {
         (contains(t, "\"switches\"") || contains(t, "\"links\"") || contains(t, "\"nics\"") ||
          contains(t, "\"switch_port\"")))
       return FileKind::fabric_json;
+    if (contains(t, "\"racks\"") && (contains(t, "\"cooled_by\"") || contains(t, "\"powered_by\"") ||
+                                     contains(t, "\"components\"")))
+      return FileKind::site_layout;
   }
+  if (contains(t.substr(0, 256), "NVSMI LOG")) return FileKind::nvidia_smi;
   const sv top = t.substr(0, 512);  // ibnetdiscover and CSV headers come first
   if (contains(top, "Topology file: generated") || contains(top, "switchguid=") || starts_with(t, "vendid=") ||
       (contains(top, "\nCa\t") && contains(top, "\"H-")) || (contains(top, "\nSwitch\t") && contains(top, "\"S-")))
@@ -122,6 +128,7 @@ ParseResult parse_buffer(sv content, FileKind kind, const ParseOptions& options)
     case FileKind::events_jsonl: parse_events_jsonl(content, options, out); break;
     case FileKind::flight_recorder: parse_flight_recorder(content, options, out); break;
     case FileKind::nccl_inspector: parse_inspector(content, options, out); break;
+    case FileKind::nvidia_smi: parse_nvidia_smi(content, options, out); break;
     case FileKind::nccl_ras: {
       parse_ras_json(content, options, out);
       break;

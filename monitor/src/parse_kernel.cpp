@@ -420,6 +420,17 @@ Match misc_kernel(LineParser& p, sv body) {
     p.emit(Layer::kernel, Severity::warning, "host_reboot", ComponentKind::host, body);
     return Match::known;
   }
+  // The CPU's thermal interrupt (therm_throt): on a cold-plate rack, a sign that the loop is warm.
+  if (contains(body, "temperature above threshold, cpu clock throttled")) {
+    Event& e = p.emit(Layer::kernel, Severity::warning, "cpu_thermal_throttle", ComponentKind::host, body);
+    e.set_attr("cause", "thermal");
+    return Match::known;
+  }
+  if (contains(body, "critical temperature reached")) {
+    Event& e = p.emit(Layer::kernel, Severity::critical, "thermal_shutdown", ComponentKind::host, body);
+    e.set_attr("cause", "thermal");
+    return Match::known;
+  }
   if (contains(body, "Machine check events logged") || contains(body, "[Hardware Error]: Machine check")) {
     p.emit(Layer::kernel, Severity::warning, "host_mce", ComponentKind::host, body);
     return Match::known;

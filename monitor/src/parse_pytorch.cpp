@@ -1,6 +1,8 @@
 // PyTorch c10d output (log-formats.md §2): glog prefixes without year or zone, watchdog timeout
 // and PG-status lines of every release, dump signals, heartbeat monitor, the ncclComm_ line that
 // joins a process group to a communicator, and Python-level CUDA/NCCL errors.
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "line_parser.hpp"
@@ -234,8 +236,31 @@ Match srun_line(LineParser& p, sv body) {
   return Match::known;
 }
 
+// The training loop's own step time: "time/iter=1.23s" (a common trainer line) and Megatron-LM's
+// "elapsed time per iteration (ms): 1234.5". A throttled rack shows first as steps that creep.
+Match step_time_line(LineParser& p, sv body) {
+  double scale = 1;
+  auto value = after(body, "time/iter=");
+  if (!value) {
+    value = after(body, "elapsed time per iteration (ms):");
+    scale = 1e-3;
+  }
+  if (!value) return Match::none;
+  sv rest = ltrim(*value);
+  const std::string number(take_until(rest, " s|,"));
+  char* end = nullptr;
+  const double v = std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || !(v >= 0) || v > 1e7) return Match::damaged;
+  Event& e = p.emit(Layer::pytorch, Severity::info, "step_time", ComponentKind::process, body);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v * scale);
+  e.set_attr("seconds", buf);
+  return Match::known;
+}
+
 Match python_line(LineParser& p, sv body) {
   if (Match m = child_failed_line(p, body); m != Match::none) return m;
+  if (Match m = step_time_line(p, body); m != Match::none) return m;
   if (Match m = srun_line(p, body); m != Match::none) return m;
   // "Last error:" ends the line: NCCL's message is on the next one.
   if (ends_with(trim(body), "Last error:")) {

@@ -23,6 +23,7 @@ std::string python_repr_to_json(std::string_view repr);
 void parse_events_jsonl(std::string_view content, const ParseOptions&, ParseResult&);
 void parse_flight_recorder(std::string_view content, const ParseOptions&, ParseResult&);
 void parse_inspector(std::string_view content, const ParseOptions&, ParseResult&);
+void parse_nvidia_smi(std::string_view content, const ParseOptions&, ParseResult&);
 void parse_ras_json(std::string_view content, const ParseOptions&, ParseResult&);
 
 // Stable 64-bit key for a process-group name when no NCCL commHash is known.

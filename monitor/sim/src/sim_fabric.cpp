@@ -20,7 +20,9 @@ constexpr KindName kFaultKindNames[] = {{FaultKind::none, "none"},           {Fa
                                {FaultKind::link_flap, "link-flap"}, {FaultKind::optic_ber, "optic-ber"},
                                {FaultKind::gpu_xid79, "gpu-xid79"}, {FaultKind::gpu_ecc, "gpu-ecc"},
                                {FaultKind::gpu_straggler, "gpu-straggler"}, {FaultKind::pcie_aer, "pcie-aer"},
-                               {FaultKind::switch_reboot, "switch-reboot"}, {FaultKind::app_desync, "app-desync"}};
+                               {FaultKind::switch_reboot, "switch-reboot"}, {FaultKind::app_desync, "app-desync"},
+                               {FaultKind::cooling_loss, "cooling-loss"}, {FaultKind::power_capping, "power-capping"},
+                               {FaultKind::leak, "leak"}};
 }  // namespace
 
 std::string_view to_string(FaultKind k) {
@@ -96,6 +98,13 @@ bool matches(const RootCause& rc, const GroundTruth& t) {
     case ComponentKind::switch_: return sw();
     case ComponentKind::process: return host() && a.rank == b.rank;
     case ComponentKind::host: return host();
+    // Plant parts: the facility source that reports them and their Redfish entity.
+    case ComponentKind::pump:
+    case ComponentKind::cdu:
+    case ComponentKind::rectifier:
+    case ComponentKind::power_shelf:
+    case ComponentKind::rack:
+      return host() && a.device == b.device;
     default: return false;
   }
 }

@@ -10,6 +10,7 @@
 
 #include "astral/monitor/simulate.hpp"
 #include "names.hpp"
+#include "sim_facility.hpp"
 #include "sim_faults.hpp"
 #include "sim_job.hpp"
 #include "sim_world.hpp"
@@ -199,11 +200,15 @@ GroundTruth simulate(const FabricGraph& fabric, const SimulateOptions& o, const 
   for (const Host& h : w.hosts)
     if (h.job) truth.hosts.push_back(h.name);
   const int64_t t0 = w.start_us;
+  std::map<std::string, std::vector<std::string>> redfish_events;  // plant faults: source -> payloads
   const int64_t t_fault = t0 + w.pick(15, 90) * 60'000'000 + w.pick(0, 59'999'999);
   const double iter_s = w.uniform(0.8, 2.5);
   for (size_t hi = 0; hi < w.hosts.size(); ++hi) host_boot_lines(w, int(hi));
   job_start(w, t0);
-  training_output(w, t0 + 60'000'000, t_fault, iter_s);
+  // A failing cooling loop or power shelf slows the job for minutes before it stops.
+  const bool slow_plant = o.fault == FaultKind::cooling_loss || o.fault == FaultKind::power_capping;
+  const int64_t plant_lead = slow_plant ? plant_lead_us(w) : 0;
+  training_output(w, t0 + 60'000'000, t_fault - plant_lead, iter_s);
   Hang hang;
   hang.seq = w.pick(2000, 60000);
   hang.t_enq = t_fault - w.pick(0, 800'000);
@@ -352,6 +357,18 @@ GroundTruth simulate(const FabricGraph& fabric, const SimulateOptions& o, const 
       truth.description = "rank " + std::to_string(v.rank) + " desynchronised from its process group";
       break;
     }
+    case FaultKind::cooling_loss:
+    case FaultKind::power_capping:
+    case FaultKind::leak: {
+      PlantOutcome plant = plant_fault(w, o.fault, v, t_fault, plant_lead, iter_s);
+      hangs = plant.hangs;
+      hang.dead = plant.dead;
+      hang.never_issued = plant.late;
+      truth.component = plant.component;
+      truth.description = plant.description;
+      redfish_events = std::move(plant.redfish_events);
+      break;
+    }
     case FaultKind::gpu_straggler: {
       hangs = false;
       double base = w.uniform(8, 40);
@@ -372,6 +389,12 @@ GroundTruth simulate(const FabricGraph& fabric, const SimulateOptions& o, const 
     std::string name;
     std::string text = fabric_file(w, fabric, name);
     std::ofstream(fs::path(out_dir) / name, std::ios::binary) << text;
+  }
+  for (const auto& [source, payloads] : redfish_events) {
+    const fs::path dir = out_dir + ".plant";
+    fs::create_directories(dir);
+    std::ofstream events(dir / (source + ".redfish-events.jsonl"));
+    for (const std::string& p : payloads) events << p << "\n";
   }
   std::ofstream(out_dir + ".truth.json") << to_json(truth).dump(2) << "\n";
   return truth;

@@ -315,9 +315,11 @@ void World::write(const std::string& out_dir) {
     std::ofstream out(p, std::ios::binary);
     if (!out) throw std::runtime_error(p.string() + ": cannot write");
     const bool dump = text::ends_with(path, ".json");  // dumps are written once, whole
+    // The facility reader writes its events file itself, a whole line at a time; nothing ships it.
+    const bool own_writer = text::ends_with(path, ".events.jsonl");
     const bool dup = options.noise && !dump && chance(0.3);
-    const bool cut_last = options.noise && !dump && chance(0.15);
-    const bool cut_one = options.noise && !dump && chance(0.1);
+    const bool cut_last = options.noise && !dump && chance(0.15) && !own_writer;
+    const bool cut_one = options.noise && !dump && chance(0.1) && !own_writer;
     const size_t victim = lines.empty() ? 0 : size_t(pick(0, int64_t(lines.size()) - 1));
     for (size_t i = 0; i < lines.size(); ++i) {
       std::string text = lines[i].text;

@@ -17,7 +17,7 @@ namespace astral::facility {
 // power shelves, racks), "bmc" for a server's BMC (Redfish chassis, IPMI), "kernel" for
 // hwmon/powercap, "astral" for NVML readings and derived alarms.
 std::string event_layer(const Alarm& alarm);
-// The event-model component kind: psu, rectifier, pdu, cdu, pump, rack, gpu, or host.
+// The event-model component kind: psu, rectifier, pdu, power_shelf, cdu, pump, rack, gpu, or host.
 std::string event_component_kind(EntityKind kind, const std::string& layer);
 
 // With a site layout, the event also says where the alarm sits, in the layout's ids, so the

@@ -1,7 +1,8 @@
 #pragma once
 // A bundle: what an operator collects after an incident. One folder per host holding any mix of
 // files (types are detected from content), a `switches/` folder with one file or folder per
-// switch, and optionally a fabric file (fabric JSON, ibnetdiscover output or a cabling CSV).
+// switch, and optionally a fabric file (fabric JSON, ibnetdiscover output or a cabling CSV) and a
+// site layout (facility/site.hpp: hosts in racks, the cooling and power equipment of each rack).
 // Loading parses every file (in parallel), dates year- and zone-less lines, puts host names in
 // one form, removes duplicate lines shipped twice and sorts the events by time.
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "astral/facility/site.hpp"
 #include "astral/monitor/event.hpp"
 #include "astral/monitor/fabric_graph.hpp"
 #include "astral/monitor/parse.hpp"
@@ -37,6 +39,7 @@ struct BundleOptions {
   int year = 0;                           // --year: for year-less timestamps
   std::optional<int64_t> tz_offset_s;     // --tz: the hosts' zone (seconds east of UTC)
   std::string fabric_path;                // --fabric; a fabric file in the bundle is used otherwise
+  std::string site_path;                  // --site; a site layout in the bundle is used otherwise
   unsigned jobs = 0;                      // parser threads; 0: one per core
   std::function<void(std::string_view)> progress;  // progress lines (stderr in the CLI)
   std::vector<LogSource> sources;  // read after the folder; the folder may then be "" (none)
@@ -49,6 +52,8 @@ struct Bundle {
   std::vector<CollectiveSample> samples;
   FabricGraph fabric;
   std::vector<std::string> fabric_sources;
+  facility::SiteLayout site;  // empty when none was given or found
+  std::vector<std::string> site_sources;
   std::vector<std::string> hosts;     // host folders
   std::vector<std::string> switches;  // entries of switches/
   std::map<std::string, std::string> host_aliases;  // name in the logs -> bundle host

@@ -18,7 +18,7 @@ enum class Layer : uint8_t { facility, bmc, switch_, kernel, nccl, pytorch, astr
 enum class Severity : uint8_t { debug, info, warning, error, critical };
 enum class ComponentKind : uint8_t {
   none, gpu, nic, port, link, switch_port, optic, switch_, host, process,
-  psu, pdu, rectifier, cdu, pump, rack
+  psu, pdu, rectifier, cdu, pump, rack, cooling_loop, power_shelf, feed
 };
 
 std::string_view to_string(Layer);

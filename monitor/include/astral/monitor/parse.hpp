@@ -24,6 +24,8 @@ enum class FileKind : uint8_t {
   ibnetdiscover,    // InfiniBand `ibnetdiscover` output
   cabling_csv,      // host,nic,port,switch,switch_port
   astral_trace,     // Astral trace file (monitor/trace)
+  nvidia_smi,       // `nvidia-smi -q` dump (clock-event reasons and temperatures per GPU)
+  site_layout,      // site layout JSON (facility/site.hpp): read by the bundle loader
   binary,           // not text; skipped
   empty,
 };

@@ -19,7 +19,10 @@
 namespace astral::monitor {
 
 enum class FaultKind : uint8_t {
-  none, nic_down, link_flap, optic_ber, gpu_xid79, gpu_ecc, gpu_straggler, pcie_aer, switch_reboot, app_desync
+  none, nic_down, link_flap, optic_ber, gpu_xid79, gpu_ecc, gpu_straggler, pcie_aer, switch_reboot, app_desync,
+  // Plant faults (sim_facility.cpp): the bundle also holds the site layout (site.json) and the
+  // plant's alarms as the facility reader writes them from Redfish events.
+  cooling_loss, power_capping, leak
 };
 std::string_view to_string(FaultKind);
 std::optional<FaultKind> parse_fault_kind(std::string_view);  // "nic-down", "gpu-xid79", ...
