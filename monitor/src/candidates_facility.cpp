@@ -257,7 +257,8 @@ std::vector<Candidate> throttle_candidates(const Bundle& b, const JobModel& job,
     }
     if (c.evidence.empty()) continue;
     c.fault = seen == ThrottleCause::power ? "gpu_power_capped" : "gpu_thermal";
-    c.score = 0.75;
+    // The throttling explains the straggler: it leads the straggler's own reading of that GPU.
+    c.score = rank == s.straggler_rank ? std::min(0.99, 0.5 + 0.5 * s.straggler_score) : 0.75;
     c.job_related = s.any;
     c.summary = "GPU " + (ri.gpu.empty() ? std::string("?") : ri.gpu) + " on " + ri.host + " (rank " + std::to_string(rank) +
                 "): clocks held down (" + std::string(throttle_why(seen)) + ") with no plant fault behind it";

@@ -115,7 +115,9 @@ void parse_nvidia_smi(sv content, const ParseOptions& options, ParseResult& out)
     sv value = colon == sv::npos ? sv() : trim(body.substr(colon + 1));
     if (indent == 0 && starts_with(body, "GPU ")) {
       emit_smi_gpu(gpu, time_us, deferred, options, out);
-      gpu = SmiGpu{names::canonical_pci(trim(body.substr(4))), line_no, {}, {}, {}};
+      sv bdf = trim(body.substr(4));
+      if (bdf.find(':') == 8) bdf.remove_prefix(4);  // nvidia-smi's 8-digit domain (00000000:18:00.0)
+      gpu = SmiGpu{names::canonical_pci(bdf), line_no, {}, {}, {}};
       in_reasons = false;
     } else if (indent == 0 && key == "Timestamp") {
       if (auto t = smi_timestamp(value))

@@ -26,6 +26,7 @@ using namespace astral::monitor;
 struct LoadFlags {
   std::string bundle;
   std::string fabric;
+  std::string site;
   int year = 0;
   std::string tz;
   unsigned jobs = 0;
@@ -37,6 +38,8 @@ void add_load_flags(CLI::App* cmd, LoadFlags& f) {
                                       "(optional with --journal or --syslog-dir)");
   cmd->add_option("--fabric", f.fabric, "Fabric: fabric JSON, ibnetdiscover output or cabling CSV "
                                         "(default: a fabric file found in the bundle)");
+  cmd->add_option("--site", f.site, "Site layout (JSON: hosts in racks, the CDUs, loops, shelves and feeds serving "
+                                    "them) that joins plant alarms to the job (default: a site layout in the bundle)");
   cmd->add_option("--year", f.year, "Year of year-less timestamps (default: from file times)");
   cmd->add_option("--tz", f.tz, "Zone of the hosts' local timestamps: +08:00, UTC, Europe/Berlin "
                                 "(default: inferred from file times)");
@@ -48,6 +51,7 @@ Bundle load(const LoadFlags& f) {
   BundleOptions o;
   o.year = f.year;
   o.fabric_path = f.fabric;
+  o.site_path = f.site;
   o.jobs = f.jobs;
   if (!f.tz.empty()) {
     auto tz = parse_tz(f.tz, int64_t(std::time(nullptr)));
@@ -62,6 +66,8 @@ Bundle load(const LoadFlags& f) {
     throw UsageError(f.bundle + ": no such bundle (a folder per host, or a log file)");
   if (!f.fabric.empty() && !std::filesystem::exists(f.fabric))
     throw UsageError(f.fabric + ": no such fabric file (fabric JSON, ibnetdiscover output or cabling CSV)");
+  if (!f.site.empty() && !std::filesystem::exists(f.site))
+    throw UsageError(f.site + ": no such site layout (docs/facility.md \"Site layout\")");
   return load_bundle(f.bundle, o);
 }
 
