@@ -173,7 +173,8 @@ void score_plant(PlantRecord& r, const JobLink& l, const Symptoms& s, const Bund
 std::vector<size_t> step_time_creep(const Bundle& b) {
   std::map<std::string, std::vector<size_t>> by_file_host;
   for (size_t i = 0; i < b.events.size(); ++i)
-    if (b.events[i].kind == "step_time") by_file_host[b.events[i].host + "|" + std::to_string(b.events[i].file)].push_back(i);
+    // Undated trainer lines borrow a neighbour's time (confidence of half an hour): not evidence of when.
+    if (b.events[i].kind == "step_time" && b.events[i].time_confidence_s <= 300) by_file_host[b.events[i].host + "|" + std::to_string(b.events[i].file)].push_back(i);
   std::vector<size_t> out;
   for (auto& [key, idx] : by_file_host) {
     if (idx.size() < 4) continue;

@@ -25,9 +25,11 @@ std::vector<Evidence> select_evidence(const Candidate& c, const Bundle& b, size_
   });
   std::vector<size_t> chosen;
   std::set<std::string> kinds;
-  for (size_t k = 0; k < ev.size() && chosen.size() < max; ++k)
+  // Timing records (files without lines) keep a place: they are often the job's only word.
+  const size_t room = max - std::min<size_t>(c.files.size(), std::min<size_t>(max / 4, 2));
+  for (size_t k = 0; k < ev.size() && chosen.size() < room; ++k)
     if (kinds.insert(b.events[ev[k].first].kind + "@" + b.events[ev[k].first].host).second) chosen.push_back(k);
-  for (size_t k = 0; k < ev.size() && chosen.size() < max; ++k)
+  for (size_t k = 0; k < ev.size() && chosen.size() < room; ++k)
     if (std::find(chosen.begin(), chosen.end(), k) == chosen.end()) chosen.push_back(k);
   std::sort(chosen.begin(), chosen.end());
   std::vector<Evidence> out;
@@ -139,7 +141,8 @@ void demote_plant_victims(std::vector<Candidate>& all, const JobModel& job) {
       if (c.group.starts_with("plant:")) continue;
       const bool shares = hosts.count(c.component.host) > 0 ||
                           std::any_of(c.ranks.begin(), c.ranks.end(), [&](int r) { return plant.ranks.count(r) > 0; });
-      if (shares) c.score *= 0.5;
+      // The throttling under a failed plant part is the plant's evidence, not a GPU fault of its own.
+      if (shares) c.score *= c.fault == "gpu_thermal" || c.fault == "gpu_power_capped" ? 0 : 0.5;
     }
   }
 }

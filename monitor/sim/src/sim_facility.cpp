@@ -174,6 +174,59 @@ void cpu_thermal_lines(World& w, int host, int64_t t) {
                       std::to_string(w.pick(1, 400)) + ")");
 }
 
+
+// The CDU's Redfish service in the state it is in after the fault, as a DMTF mockup tree
+// ("/redfish/v1/..." -> resource): `astral facility mockup --dir` serves it and the facility
+// reader, polling it, raises the same alarm the pushed event did.
+std::map<std::string, std::string> cdu_mockup(int cdu, int failed_pump, bool warm_supply, int64_t t) {
+  using nlohmann::json;
+  const std::string root = "/redfish/v1", base = root + "/ThermalEquipment/CDUs/1";
+  auto link = [](const std::string& id) { return json{{"@odata.id", id}}; };
+  auto collection = [&](const std::string& id, const std::string& name, std::vector<std::string> members) {
+    json m = json::array();
+    for (const auto& x : members) m.push_back(link(x));
+    return json{{"@odata.type", "#Collection"}, {"Name", name}, {"Members@odata.count", m.size()}, {"Members", m}, {"@odata.id", id}};
+  };
+  std::map<std::string, json> r;
+  r[root] = {{"@odata.type", "#ServiceRoot.v1_15_0.ServiceRoot"}, {"Id", "RootService"},
+             {"Name", "CDU " + std::to_string(cdu + 1)}, {"RedfishVersion", "1.15.0"},
+             {"ThermalEquipment", link(root + "/ThermalEquipment")}, {"@odata.id", root + "/"}};
+  r[root + "/ThermalEquipment"] = {{"@odata.type", "#ThermalEquipment.v1_2_0.ThermalEquipment"}, {"Id", "ThermalEquipment"},
+                                   {"Name", "Thermal equipment"}, {"CDUs", link(root + "/ThermalEquipment/CDUs")},
+                                   {"@odata.id", root + "/ThermalEquipment"}};
+  r[root + "/ThermalEquipment/CDUs"] = collection(root + "/ThermalEquipment/CDUs", "CDUs", {base});
+  const std::string origin = warm_supply ? base + "/PrimaryCoolantConnectors/1" : base + "/Pumps/" + std::to_string(failed_pump);
+  json condition = {{"MessageId", warm_supply ? "Environmental.1.0.TemperatureAboveUpperCriticalThreshold" : "Environmental.1.0.PumpFailed"},
+                    {"Message", warm_supply ? "Facility supply temperature 38.5 C is above the upper critical threshold of 35 C."
+                                            : "Pump " + std::to_string(failed_pump) + " has failed."},
+                    {"Severity", "Critical"}, {"Timestamp", rfc3339(t)}, {"OriginOfCondition", link(origin)}};
+  r[base] = {{"@odata.type", "#CoolingUnit.v1_5_0.CoolingUnit"}, {"Id", "1"}, {"EquipmentType", "CDU"},
+             {"Name", "CDU " + std::to_string(cdu + 1)}, {"CoolingCapacityWatts", 300000},
+             {"Status", {{"State", "Enabled"}, {"Health", "Critical"}, {"Conditions", json::array({condition})}}},
+             {"Pumps", link(base + "/Pumps")}, {"PrimaryCoolantConnectors", link(base + "/PrimaryCoolantConnectors")},
+             {"@odata.id", base}};
+  r[base + "/Pumps"] = collection(base + "/Pumps", "Pumps", {base + "/Pumps/1", base + "/Pumps/2"});
+  for (int p = 1; p <= 2; ++p) {
+    const bool failed = !warm_supply && p == failed_pump;
+    r[base + "/Pumps/" + std::to_string(p)] = {
+        {"@odata.type", "#Pump.v1_2_0.Pump"}, {"Id", std::to_string(p)}, {"Name", "CDU pump " + std::to_string(p)},
+        {"PumpType", "Liquid"}, {"Status", {{"State", "Enabled"}, {"Health", failed ? "Critical" : "OK"}}},
+        {"PumpSpeedPercent", {{"Reading", failed ? 0 : 96}, {"SpeedRPM", failed ? 0 : 3900}}},
+        {"@odata.id", base + "/Pumps/" + std::to_string(p)}};
+  }
+  r[base + "/PrimaryCoolantConnectors"] = collection(base + "/PrimaryCoolantConnectors", "Primary coolant connectors",
+                                                     {base + "/PrimaryCoolantConnectors/1"});
+  r[base + "/PrimaryCoolantConnectors/1"] = {
+      {"@odata.type", "#CoolantConnector.v1_3_0.CoolantConnector"}, {"Id", "1"}, {"Name", "Facility supply"},
+      {"CoolantConnectorType", "Pair"}, {"Status", {{"State", "Enabled"}, {"Health", warm_supply ? "Critical" : "OK"}}},
+      {"SupplyTemperatureCelsius", {{"Reading", warm_supply ? 38.5 : 30.2}}},
+      {"FlowLitersPerMinute", {{"Reading", warm_supply ? 410 : 180}}},
+      {"@odata.id", base + "/PrimaryCoolantConnectors/1"}};
+  std::map<std::string, std::string> out;
+  for (auto& [path, resource] : r) out[path] = resource.dump(1);
+  return out;
+}
+
 }  // namespace
 
 int64_t plant_lead_us(World& w) { return w.pick(4, 10) * 60'000'000; }
@@ -215,6 +268,8 @@ PlantOutcome plant_fault(World& w, FaultKind kind, const Rank& v, int64_t t_faul
       if (w.chance(0.5)) cpu_thermal_lines(w, h, t_plant + w.pick(90'000'000, 200'000'000));
     }
     if (w.chance(0.6)) smi_dump(w, v.host, t_fault - w.pick(20'000'000, 120'000'000), v.local, true);
+    out.mockups[src] = cdu_mockup(cdu, warm_supply ? 0 : std::stoi(out.component.device.substr(out.component.device.rfind('/') + 1)),
+                                  warm_supply, t_plant);
   } else if (kind == FaultKind::power_capping) {
     const std::string src = shelf_source(rack), base = "/redfish/v1/PowerEquipment/PowerShelves/1";
     const int psu = int(w.pick(1, 6));

@@ -25,6 +25,8 @@ struct PlantOutcome {
   // The Redfish Event payloads each plant service pushed (source -> payloads): written beside
   // the bundle, since an operator's bundle holds the reader's events file, not the raw stream.
   std::map<std::string, std::vector<std::string>> redfish_events;
+  // The failed equipment's Redfish service as a mockup tree (source -> "/redfish/v1/..." -> JSON).
+  std::map<std::string, std::map<std::string, std::string>> mockups;
 };
 
 // How long before the symptoms the plant fails (drawn once, before the job's output is written).

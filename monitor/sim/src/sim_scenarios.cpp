@@ -201,6 +201,7 @@ GroundTruth simulate(const FabricGraph& fabric, const SimulateOptions& o, const 
     if (h.job) truth.hosts.push_back(h.name);
   const int64_t t0 = w.start_us;
   std::map<std::string, std::vector<std::string>> redfish_events;  // plant faults: source -> payloads
+  std::map<std::string, std::map<std::string, std::string>> mockups;  // source -> Redfish mockup tree
   const int64_t t_fault = t0 + w.pick(15, 90) * 60'000'000 + w.pick(0, 59'999'999);
   const double iter_s = w.uniform(0.8, 2.5);
   for (size_t hi = 0; hi < w.hosts.size(); ++hi) host_boot_lines(w, int(hi));
@@ -367,6 +368,7 @@ GroundTruth simulate(const FabricGraph& fabric, const SimulateOptions& o, const 
       truth.component = plant.component;
       truth.description = plant.description;
       redfish_events = std::move(plant.redfish_events);
+      mockups = std::move(plant.mockups);
       break;
     }
     case FaultKind::gpu_straggler: {
@@ -396,6 +398,13 @@ GroundTruth simulate(const FabricGraph& fabric, const SimulateOptions& o, const 
     std::ofstream events(dir / (source + ".redfish-events.jsonl"));
     for (const std::string& p : payloads) events << p << "\n";
   }
+  // <out>.plant/<source>/: a DMTF mockup directory (<path>/index.json) in the plant's state now.
+  for (const auto& [source, resources] : mockups)
+    for (const auto& [path, json_text] : resources) {
+      const fs::path dir = fs::path(out_dir + ".plant") / source / fs::path(path.substr(std::string("/redfish/v1").size())).relative_path();
+      fs::create_directories(dir);
+      std::ofstream(dir / "index.json") << json_text << "\n";
+    }
   std::ofstream(out_dir + ".truth.json") << to_json(truth).dump(2) << "\n";
   return truth;
 }
