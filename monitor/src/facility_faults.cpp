@@ -105,7 +105,8 @@ std::string_view throttle_why(ThrottleCause c) {
 
 bool is_host_down(const Event& e) {
   if (e.kind == "host_reboot" || e.kind == "thermal_shutdown") return true;
-  return e.kind == "sel_event" && text::icontains(e.message, "power off");
+  // A routine power-off row (bmc_power_state) is no fault alone, but under a leak it is the shutdown.
+  return (e.kind == "sel_event" || e.kind == "bmc_power_state") && text::icontains(e.message, "power off");
 }
 
 }  // namespace astral::monitor
