@@ -81,6 +81,9 @@ ThrottleCause throttle_cause(const Event& e) {
            : text::contains(c, "power") ? ThrottleCause::power
                                         : ThrottleCause::hardware;
   }
+  // dcgm-exporter: GPU or memory temperature that climbed around onset is thermal evidence.
+  if (k == kMetricChangeKind && (e.attr("rule") == "gpu_temperature" || e.attr("rule") == "gpu_memory_temperature"))
+    return e.attr("change") == "rose" ? ThrottleCause::thermal : ThrottleCause::none;
   if (k == kMetricChangeKind && e.attr("rule") == "gpu_clock_events") {
     const std::string after(e.attr("after"));
     return cause_of_bits(std::strtoull(after.c_str(), nullptr, 0));

@@ -10,6 +10,7 @@
 #include "astral/facility/events.hpp"
 #include "astral/monitor/bundle.hpp"
 #include "astral/monitor/diagnose.hpp"
+#include "astral/monitor/metrics.hpp"
 #include "astral/monitor/simulate.hpp"
 #include "monitor_test_util.hpp"
 
@@ -248,4 +249,37 @@ TEST_CASE("A broken site layout in a bundle is a warning, a broken --site an err
   } catch (const std::runtime_error& e) {
     CHECK(std::string(e.what()).find("site.json") != std::string::npos);
   }
+}
+
+TEST_CASE("dcgm-exporter's clock-event bits alone carry the GPU layer of a power fault") {
+  TempDir dir;
+  GroundTruth truth = simulated(dir, "p", FaultKind::power_capping, 83);
+  // Take away NVML alarms and nvidia-smi dumps: the hosts' throttling is known only from dcgm.
+  for (const auto& f : fs::recursive_directory_iterator(dir / "p"))
+    if (f.path().filename() == "astral-facility.events.jsonl" || f.path().filename() == "nvidia-smi-q.txt") fs::remove(f.path());
+  BundleOptions o;
+  o.jobs = 1;
+  Bundle probe = load_bundle(dir / "p", o);
+  const Diagnosis before = diagnose(probe);
+  REQUIRE(before.incident.onset_us != kUnknownTime);
+  MetricWindow w;
+  w.onset_us = before.incident.onset_us;
+  for (const std::string& host : truth.hosts) {
+    std::string text;
+    for (int64_t t = w.start_us(); t <= w.end_us(); t += w.step_us)  // capped a minute before onset: SwPowerCap|HwPowerBrake
+      text += "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{gpu=\"0\",pci_bus_id=\"00000000:18:00.0\",Hostname=\"" + host + "\"} " +
+              std::string(t >= w.onset_us - 60'000'000 ? "132" : "0") + " " + std::to_string(t / 1000) + "\n";
+    dir.write("p/" + host + "/dcgm.prom", text);
+  }
+  Bundle b = load_bundle(dir / "p", o);
+  MetricSourceOptions mo;
+  const MetricReport report = add_metrics(b, mo, [&] { return w.onset_us; });
+  CHECK(report.changes >= 1);
+  Diagnosis d = diagnose(b);
+  REQUIRE(!d.root_causes.empty());
+  CHECK(matches(d.root_causes[0], truth));
+  bool dcgm = false;
+  for (const Evidence& e : d.root_causes[0].evidence) dcgm = dcgm || e.kind == "metric_change";
+  CHECK(dcgm);
+  CHECK(d.root_causes[0].summary.find("GPUs throttled") != std::string::npos);
 }
