@@ -118,6 +118,7 @@ JobLink link_to_job(PlantRecord& r, const Bundle& b, const JobModel& job, const 
     if (!l.job_hosts.count(e.host) || time_relevance(e.time_us, e.time_confidence_s, s) < 0.5) continue;
     const ThrottleCause cause = throttle_cause(e);
     if (cause != ThrottleCause::none && throttle_explained_by(cause, fault)) {
+      // Every throttled host once, then more lines while the record is short.
       if (l.throttled_hosts.insert(e.host).second || r.c.evidence.size() < 24)
         add_evidence(r.c, b, i, std::string(throttle_why(cause)) + " on " + e.host + ", a host this equipment serves");
     } else if (fault == PlantFault::leak && is_host_down(e)) {
@@ -139,7 +140,7 @@ JobLink link_to_job(PlantRecord& r, const Bundle& b, const JobModel& job, const 
   return l;
 }
 
-void score_plant(PlantRecord& r, const JobLink& l, const Symptoms& s, const Bundle& b) {
+void score_plant(PlantRecord& r, const JobLink& l, const Symptoms& s) {
   const PlantFault fault = plant_fault_kind(r.c.fault);
   const double plant = r.strength.value();
   r.c.ranks = l.ranks;
@@ -166,7 +167,6 @@ void score_plant(PlantRecord& r, const JobLink& l, const Symptoms& s, const Bund
   if (!l.culprit_ranks.empty())
     r.c.summary += "; rank " + compress_ranks(std::vector<int>(l.culprit_ranks.begin(), l.culprit_ranks.end())) +
                    " there fell behind";
-  (void)b;
 }
 
 // Step-time lines of the job whose latest value exceeds the earlier median by 15 % or more.
@@ -222,7 +222,7 @@ std::vector<Candidate> facility_candidates(const Bundle& b, const JobModel& job,
   for (auto& [key, r] : records) {
     if (r.strength.value() < 0.15) continue;
     const JobLink l = link_to_job(r, b, job, s, creep);
-    score_plant(r, l, s, b);
+    score_plant(r, l, s);
     r.c.also_suspect = upstream(b, r.where);
     out.push_back(std::move(r.c));
   }

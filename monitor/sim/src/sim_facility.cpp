@@ -238,7 +238,6 @@ PlantOutcome plant_fault(World& w, FaultKind kind, const Rank& v, int64_t t_faul
   const int64_t t_plant = t_fault - lead_us;
   out.job_normal_until = t_plant;
   const int rack = v.host / hosts_per_rack(w);
-  const Host& vh = w.hosts[size_t(v.host)];
   if (kind == FaultKind::cooling_loss) {
     const int cdu = rack / kRacksPerCdu;
     const std::string src = cdu_source(cdu), base = "/redfish/v1/ThermalEquipment/CDUs/1";
@@ -316,7 +315,6 @@ PlantOutcome plant_fault(World& w, FaultKind kind, const Rank& v, int64_t t_faul
   out.hangs = w.chance(0.6);
   job_slows(w, v, t_plant, t_fault, iter_s, !out.hangs);
   if (out.hangs) out.late.insert(v.rank);
-  (void)vh;
   return out;
 }
 

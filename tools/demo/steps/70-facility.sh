@@ -6,17 +6,10 @@ set -eu
 rack="$ASTRAL_SOURCE_DIR/tests/fixtures/astral/facility/rack42"
 out="$ASTRAL_DEMO_OUT/facility"
 mkdir -p "$out"
-rm -f "$out/urls" "$out/rack42.events.jsonl"
+rm -f "$out/rack42.events.jsonl"
 
-"$ASTRAL_BIN" facility mockup --dir "$rack/shelf" --dir "$rack/cdu" --simulate-energy --port-file "$out/urls" 2>"$out/mockup.log" &
-mockup=$!
-trap 'kill $mockup 2>/dev/null || true' EXIT INT TERM
-tries=0
-while [ ! -s "$out/urls" ]; do
-  tries=$((tries + 1))
-  if [ "$tries" -gt 200 ]; then echo "facility demo: the mockup services did not start" >&2; cat "$out/mockup.log" >&2; exit 1; fi
-  sleep 0.05
-done
+. "$ASTRAL_SOURCE_DIR/tools/demo/mockup.sh"
+start_mockup "$out/urls" "$out/mockup.log" --dir "$rack/shelf" --dir "$rack/cdu" --simulate-energy
 shelf_url=$(sed -n 1p "$out/urls")
 cdu_url=$(sed -n 2p "$out/urls")
 sed -e "s|@SHELF_URL@|$shelf_url|" -e "s|@CDU_URL@|$cdu_url|" "$rack/sources.json.in" > "$out/sources.json"

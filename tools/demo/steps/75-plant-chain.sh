@@ -12,16 +12,8 @@ bundle="$out/incident-cooling-loss"
 
 cdu_dir=$(find "$bundle.plant" -mindepth 1 -maxdepth 1 -type d | head -n 1)
 cdu=$(basename "$cdu_dir")
-rm -f "$out/urls"
-"$ASTRAL_BIN" facility mockup --dir "$cdu_dir" --port-file "$out/urls" 2>"$out/mockup.log" &
-mockup=$!
-trap 'kill $mockup 2>/dev/null || true' EXIT INT TERM
-tries=0
-while [ ! -s "$out/urls" ]; do
-  tries=$((tries + 1))
-  if [ "$tries" -gt 200 ]; then echo "plant demo: the CDU service did not start" >&2; cat "$out/mockup.log" >&2; exit 1; fi
-  sleep 0.05
-done
+. "$ASTRAL_SOURCE_DIR/tools/demo/mockup.sh"
+start_mockup "$out/urls" "$out/mockup.log" --dir "$cdu_dir"
 printf '{"redfish": [{"name": "%s", "url": "%s"}]}\n' "$cdu" "$(sed -n 1p "$out/urls")" > "$out/sources.json"
 
 echo
@@ -30,8 +22,9 @@ echo "--- the plant now: astral facility read --config sources.json --site site.
 # services too; their warnings go to the log.
 rc=0
 "$ASTRAL_BIN" facility read --config "$out/sources.json" --site "$bundle/site.json" \
-  --events "$out/plant-now.events.jsonl" 2>"$out/read.log" | sed -n '/^Alarms/,$p' || rc=$?
+  --events "$out/plant-now.events.jsonl" >"$out/read.txt" 2>"$out/read.log" || rc=$?
 [ "$rc" -le 1 ] || { echo "plant demo: facility read failed (rc $rc)" >&2; cat "$out/read.log" >&2; exit 1; }
+sed -n '/^Alarms/,$p' "$out/read.txt"
 cat "$out/plant-now.events.jsonl"
 
 echo
