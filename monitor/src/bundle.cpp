@@ -169,6 +169,13 @@ void name_switches_by_guid(Bundle& b) {
 
 // Hosts in one form: the bundle folder wins over the name a container or NCCL printed, so that
 // logs of one machine join; names that are other folders, switches or IPs keep their identity.
+// The event names a machine other than the one whose folder holds it: a fabric-wide report, an
+// address, or plant equipment's service (a CDU, a rack manager) wherever its reader ran.
+bool names_another_machine(const Event& e, const std::string& host) {
+  return !e.attr("reported_by").empty() || names::is_ip_address(host) || e.layer == Layer::facility ||
+         !e.attr("site_kind").empty();
+}
+
 void canonicalise_hosts(Bundle& b) {
   std::unordered_map<std::string, bool> folder;
   for (const auto& h : b.hosts) folder[names::canonical_host(h)] = true;
@@ -180,10 +187,7 @@ void canonicalise_hosts(Bundle& b) {
     const FileStats& f = b.files[e.file];
     std::string file_host = names::canonical_host(f.host);
     std::string h = names::canonical_host(e.host);
-    // Plant equipment's alarms name the equipment's service (a CDU, a rack manager), wherever the
-    // reader that wrote them ran.
-    bool refers_elsewhere = !e.attr("reported_by").empty() || names::is_ip_address(h) || e.layer == Layer::facility ||
-                            !e.attr("site_kind").empty();
+    const bool refers_elsewhere = names_another_machine(e, h);
     if (!file_host.empty() && h != file_host && !folder.count(h) && !switch_folder.count(h) && !refers_elsewhere &&
         e.layer != Layer::switch_) {
       auto [it, fresh] = alias_of.emplace(h, file_host);
@@ -195,10 +199,7 @@ void canonicalise_hosts(Bundle& b) {
   for (Event& e : b.events) {
     const FileStats& f = b.files[e.file];
     std::string h = names::canonical_host(e.host);
-    // Plant equipment's alarms name the equipment's service (a CDU, a rack manager), wherever the
-    // reader that wrote them ran.
-    bool refers_elsewhere = !e.attr("reported_by").empty() || names::is_ip_address(h) || e.layer == Layer::facility ||
-                            !e.attr("site_kind").empty();
+    const bool refers_elsewhere = names_another_machine(e, h);
     if (e.layer == Layer::switch_) {
       // A switch file's lines name the switch; keep the folder name when the syslog host differs
       // (management hostnames) so cabling and logs agree.
