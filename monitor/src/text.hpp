@@ -145,6 +145,7 @@ inline bool take(sv& s, char c) {
 // string_view::find_first_of calls memchr over the stop set for every character.)
 inline sv take_until(sv& s, sv stops) {
   size_t i = 0;
+  if (s.empty()) return s;  // memchr must not see an empty view's null data
   if (stops.size() == 1) {
     const void* hit = memchr(s.data(), stops[0], s.size());
     i = hit ? size_t(static_cast<const char*>(hit) - s.data()) : s.size();

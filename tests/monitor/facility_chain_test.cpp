@@ -283,3 +283,14 @@ TEST_CASE("dcgm-exporter's clock-event bits alone carry the GPU layer of a power
   CHECK(dcgm);
   CHECK(d.root_causes[0].summary.find("GPUs throttled") != std::string::npos);
 }
+
+TEST_CASE("nvidia-smi -q cut short anywhere reads what is there and no further") {
+  const std::string dump = kSmiDump;
+  for (size_t n = 0; n <= dump.size(); ++n) {
+    ParseResult r = parse_text(dump.substr(0, n), "node07");
+    CHECK(r.events.size() <= 1);
+  }
+  // A temperature field with no value at all.
+  ParseResult r = parse_text(std::string(kSmiDump) + "GPU 00000000:3B:00.0\n    Temperature\n        GPU Current Temp :\n", "node07");
+  CHECK(kind_of(r, "gpu_clock_event").size() == 1);
+}
