@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -126,10 +127,14 @@ class SocketFabric final : public Fabric {
     size_t pending = 0;
     for (const Op& op : ops) pending += op.bytes > 0;
     while (pending > 0) {
+      // A socket is a byte stream: of several ops on one socket and direction (a window of
+      // messages to one peer), only the first unfinished one may move bytes, or their bytes mix.
+      std::vector<int> busy;
       for (size_t i = 0; i < ops.size(); ++i) {
-        bool active = moved[i] < ops[i].bytes;
-        fds[i] = {active ? (ops[i].send ? send_[ops[i].peer] : recv_[ops[i].peer]) : -1,
-                  static_cast<short>(ops[i].send ? POLLOUT : POLLIN), 0};
+        const int fd = ops[i].send ? send_[ops[i].peer] : recv_[ops[i].peer];
+        bool active = moved[i] < ops[i].bytes && std::find(busy.begin(), busy.end(), fd) == busy.end();
+        if (active) busy.push_back(fd);
+        fds[i] = {active ? fd : -1, static_cast<short>(ops[i].send ? POLLOUT : POLLIN), 0};
       }
       if (::poll(fds.data(), fds.size(), timeout_ms_) <= 0) fail_errno("poll");
       for (size_t i = 0; i < ops.size(); ++i) {
