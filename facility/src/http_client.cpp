@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include <fmt/format.h>
+#include "poll_loop.hpp"
 #include "text_util.hpp"
 
 namespace astral::facility::detail {
@@ -144,7 +145,7 @@ HttpResult HttpClient::request(const std::string& method, const std::string& url
   } else if (method != "GET") {
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
   }
-  CURLcode code = curl_easy_perform(curl);
+  CURLcode code = perform(curl);  // on a poll loop's fiber, the others run meanwhile
   curl_slist_free_all(list);
   if (code != CURLE_OK) {
     result.status = 0;

@@ -19,6 +19,7 @@
 #include <cstdarg>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -62,6 +63,9 @@ struct HttpConnection {
   std::string body;
   bool started = false;
   bool too_large = false;
+  // A response held back by HttpResponse::delay while the connection is suspended.
+  std::unique_ptr<HttpResponse> held;
+  bool held_head = false;
 };
 
 }  // namespace detail
@@ -175,9 +179,17 @@ struct HttpServer::Impl {
   std::thread watchdog;
   std::mutex wake_mu;
   std::condition_variable wake;
+  // Connections suspended until their held response is due (threads > 0 only).
+  std::mutex held_mu;
+  std::condition_variable held_wake;
+  std::multimap<long long, MHD_Connection*> held;  // due (steady ns) -> connection
+  bool releasing_closed = false;                   // the releaser has resumed everything and quit
+  std::thread releaser;
 
   void start(const std::string& addr, const std::string& cert, const std::string& key);
   void watch();
+  void release_held();
+  MHD_Result hold(MHD_Connection* connection, Conn& c, HttpResponse r, bool head);
   MHD_Result answer(MHD_Connection* connection, const char* method, const char* upload, std::size_t* upload_size, Conn& c);
   MHD_Result send(MHD_Connection* connection, HttpResponse r, bool head);
 
@@ -248,6 +260,10 @@ struct HttpServer::Impl {
 
 MHD_Result HttpServer::Impl::answer(MHD_Connection* connection, const char* method, const char* upload,
                                     std::size_t* upload_size, Conn& c) {
+  if (c.held) {  // resumed: its delay is over
+    std::unique_ptr<HttpResponse> r = std::move(c.held);
+    return send(connection, std::move(*r), c.held_head);
+  }
   if (!c.started) {  // headers are in; the body (if any) follows in later calls
     c.started = true;
     const char* length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -280,7 +296,55 @@ MHD_Result HttpServer::Impl::answer(MHD_Connection* connection, const char* meth
   } catch (const std::exception& e) {
     resp = HttpResponse{500, "text/plain", {}, std::string("internal error: ") + e.what() + "\n"};
   }
-  return send(connection, std::move(resp), req.method == "HEAD");
+  bool head = req.method == "HEAD";
+  if (resp.delay.count() > 0 && options.threads > 0) return hold(connection, c, std::move(resp), head);
+  if (resp.delay.count() > 0 && !stopping) std::this_thread::sleep_for(resp.delay);
+  return send(connection, std::move(resp), head);
+}
+
+// Suspends the connection until the response is due; the releaser resumes it, and libmicrohttpd
+// calls answer() again, which sends it.
+MHD_Result HttpServer::Impl::hold(MHD_Connection* connection, Conn& c, HttpResponse r, bool head) {
+  std::unique_lock<std::mutex> lock(held_mu);
+  if (releasing_closed) {
+    lock.unlock();
+    return send(connection, std::move(r), head);
+  }
+  long long due = now_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(r.delay).count();
+  c.held = std::make_unique<HttpResponse>(std::move(r));
+  c.held_head = head;
+  MHD_suspend_connection(connection);
+  bool first = held.empty() || due < held.begin()->first;
+  held.emplace(due, connection);
+  lock.unlock();
+  if (first) held_wake.notify_one();
+  return MHD_YES;
+}
+
+// Resumes held connections when they are due, and all of them when the server stops (a
+// suspended connection would make MHD_stop_daemon abort).
+void HttpServer::Impl::release_held() {
+  std::vector<MHD_Connection*> due;
+  std::unique_lock<std::mutex> lock(held_mu);
+  for (;;) {
+    bool ending = stopping.load();
+    long long now = now_ns();
+    while (!held.empty() && (ending || held.begin()->first <= now)) {
+      due.push_back(held.begin()->second);
+      held.erase(held.begin());
+    }
+    if (ending) releasing_closed = true;
+    if (!due.empty()) {
+      lock.unlock();  // libmicrohttpd takes its own locks to resume
+      for (MHD_Connection* connection : due) MHD_resume_connection(connection);
+      due.clear();
+      lock.lock();
+      continue;
+    }
+    if (ending) return;
+    if (held.empty()) held_wake.wait(lock);
+    else held_wake.wait_for(lock, std::chrono::nanoseconds(held.begin()->first - now));
+  }
 }
 
 MHD_Result HttpServer::Impl::send(MHD_Connection* connection, HttpResponse r, bool head) {
@@ -330,6 +394,7 @@ void HttpServer::Impl::start(const std::string& addr, const std::string& cert, c
   Listener* self = listeners.back().get();
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
   if (options.threads == 0) flags |= MHD_USE_THREAD_PER_CONNECTION;
+  else flags |= MHD_ALLOW_SUSPEND_RESUME;  // HttpResponse::delay
   if (tls) flags |= MHD_USE_TLS;
   if (addr.front() == '[') flags |= MHD_USE_IPv6;
   auto seconds = [](std::chrono::milliseconds ms) { return static_cast<unsigned>(std::max<long long>(1, (ms.count() + 999) / 1000)); };
@@ -347,6 +412,9 @@ void HttpServer::Impl::start(const std::string& addr, const std::string& cert, c
       {MHD_OPTION_URI_LOG_CALLBACK, reinterpret_cast<intptr_t>(&Impl::on_uri), self},
       {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Impl::on_completed), self},
   };
+  // Thread per connection: small stacks (the handlers are shallow), so that glibc keeps them
+  // cached and a new connection does not map and unmap 8 MiB.
+  if (options.threads == 0) opts.push_back({MHD_OPTION_THREAD_STACK_SIZE, 256 * 1024, nullptr});
   if (options.threads > 1) opts.push_back({MHD_OPTION_THREAD_POOL_SIZE, static_cast<intptr_t>(options.threads), nullptr});
   if (tls) {
     opts.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(cert.c_str())});
@@ -392,6 +460,7 @@ HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler) : impl_(s
     throw;
   }
   im.watchdog = std::thread([this] { impl_->watch(); });
+  if (im.options.threads > 0) im.releaser = std::thread([this] { impl_->release_held(); });
 }
 
 HttpServer::~HttpServer() { stop(); }
@@ -410,6 +479,11 @@ void HttpServer::stop() {
   if (im.stopping.exchange(true)) return;
   im.wake.notify_all();
   if (im.watchdog.joinable()) im.watchdog.join();
+  {
+    std::lock_guard<std::mutex> lock(im.held_mu);  // no lost wake-up between its test and its wait
+  }
+  im.held_wake.notify_all();
+  if (im.releaser.joinable()) im.releaser.join();
   for (MHD_Daemon* d : im.daemons) MHD_stop_daemon(d);  // closes every connection, joins its threads
   im.daemons.clear();
 }

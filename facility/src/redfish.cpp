@@ -3,7 +3,10 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
+#include <exception>
+#include <functional>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -14,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "astral/facility/mockup.hpp"
+#include "poll_loop.hpp"
 #include "redfish_emit.hpp"
 #include "redfish_fetch.hpp"
 #include "redfish_walk.hpp"
@@ -171,27 +175,76 @@ Snapshot read_redfish(const RedfishEndpoint& endpoint, const PollOptions& option
   return out;
 }
 
+namespace {
+
+// An event loop per core (at most one per 32 endpoints in flight), all taking endpoints from one
+// counter: parsing and walking is CPU work, and one thread would leave the other cores idle.
+void poll_on_loops(std::size_t count, std::size_t concurrency, const std::function<void(std::size_t)>& read_one) {
+  std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  std::size_t loops = std::clamp<std::size_t>(concurrency / 32, 1, cores);
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    std::size_t i = next++;
+    if (i >= count) return false;
+    read_one(i);
+    return true;
+  };
+  std::size_t per_loop = (concurrency + loops - 1) / loops;
+  // A loop that cannot map its fibers' stacks leaves the endpoints to the others; when none ran
+  // at all, run_on_fibers' error reaches the caller, which falls back to threads.
+  std::vector<std::thread> others;
+  for (std::size_t l = 1; l < loops; ++l) {
+    others.emplace_back([&] {
+      try {
+        detail::run_on_fibers(per_loop, work);
+      } catch (const std::runtime_error&) {
+      }
+    });
+  }
+  std::exception_ptr failure;
+  try {
+    detail::run_on_fibers(per_loop, work);
+  } catch (const std::runtime_error&) {
+    failure = std::current_exception();
+  }
+  for (auto& t : others) t.join();
+  if (failure && next.load() == 0) std::rethrow_exception(failure);
+}
+
+}  // namespace
+
 Snapshot poll_redfish(const std::vector<RedfishEndpoint>& endpoints, const PollOptions& options) {
   std::vector<Snapshot> results(endpoints.size());
   std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t i = next++; i < endpoints.size(); i = next++) {
-      try {
-        results[i] = read_redfish(endpoints[i], options);
-      } catch (const std::exception& e) {  // e.g. bad_alloc: never let it leave the thread
-        SourceStatus s;
-        s.name = endpoints[i].name;
-        s.reader = "redfish";
-        s.error = e.what();
-        results[i].sources.push_back(std::move(s));
-      }
+  auto read_one = [&](std::size_t i) {
+    try {
+      results[i] = read_redfish(endpoints[i], options);
+    } catch (const std::exception& e) {  // e.g. bad_alloc: never let it leave the thread or fiber
+      SourceStatus s;
+      s.name = endpoints[i].name;
+      s.reader = "redfish";
+      s.error = e.what();
+      results[i].sources.push_back(std::move(s));
     }
   };
+  auto worker = [&] {
+    for (std::size_t i = next++; i < endpoints.size(); i = next++) read_one(i);
+  };
   std::size_t threads = std::min(std::max<std::size_t>(1, options.concurrency), endpoints.size());
-  std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  if (threads > 0) worker();
-  for (auto& t : pool) t.join();
+  bool looped = false;
+  if (options.engine == PollEngine::event_loop && threads > 1) {
+    try {
+      poll_on_loops(endpoints.size(), threads, read_one);
+      looped = true;
+    } catch (const std::runtime_error&) {  // no memory for the fibers' stacks: threads it is
+    }
+  }
+  if (!looped) {
+    std::vector<std::thread> pool;
+    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+    if (threads > 0) worker();
+    for (auto& t : pool) t.join();
+  }
   Snapshot merged;
   for (auto& r : results) merged.merge(std::move(r));
   return merged;

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "poll_loop.hpp"
+
 namespace astral::facility::detail {
 
 namespace {
@@ -145,7 +147,7 @@ HttpResult HttpFetcher::send(const std::string& method, const std::string& uri,
     if (r.retry_after_s >= 0) wait = std::max(wait, milliseconds(static_cast<long long>(r.retry_after_s * 1000)));
     wait = std::min(wait, milliseconds(5000));
     if (steady_clock::now() + wait >= deadline_) return r;
-    std::this_thread::sleep_for(wait);
+    pause_for(wait);
   }
 }
 

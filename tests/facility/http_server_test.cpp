@@ -406,3 +406,36 @@ TEST_CASE("facility serve --push-listen: subscribes every BMC, names the one tha
   CHECK(serve.stop() == 0);
   CHECK(cdu.service().subscriptions() == 0);  // removed on the way out
 }
+
+TEST_CASE("http server: delayed responses hold no thread, keep their order per connection, and stop cleanly") {
+  HttpServerOptions so;
+  so.threads = 1;  // one thread: if a delay blocked it, the 40 requests below would take 40 x 50 ms
+  HttpServer server(so, [](const HttpRequest& r) {
+    HttpResponse resp{200, "text/plain", {}, r.path + "\n"};
+    resp.delay = r.path == "/forever" ? std::chrono::hours(1) : std::chrono::milliseconds(50);
+    return resp;
+  });
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < 40; ++i) clients.push_back(std::make_unique<RawClient>(server.ports()[0]));
+  auto t0 = Steady::now();
+  for (int i = 0; i < 40; ++i) clients[i]->send("GET /c" + std::to_string(i) + " HTTP/1.1\r\nHost: x\r\n\r\n");
+  for (int i = 0; i < 40; ++i) {
+    auto [status, body] = clients[i]->response();
+    CHECK(status == 200);
+    CHECK(body == "/c" + std::to_string(i) + "\n");
+  }
+  double took = std::chrono::duration<double>(Steady::now() - t0).count();
+  CHECK(took >= 0.05);  // each answer waited its delay
+  CHECK(took < 1.0);    // and the waits overlapped
+  // Keep-alive: two requests on one connection come back in order, each after its delay.
+  clients[0]->send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(clients[0]->response().second == "/first\n");
+  clients[0]->send("GET /second HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(clients[0]->response().second == "/second\n");
+  // A response held for an hour does not keep the server from stopping.
+  clients[1]->send("GET /forever HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto s0 = Steady::now();
+  server.stop();
+  CHECK(std::chrono::duration<double>(Steady::now() - s0).count() < 5.0);
+}

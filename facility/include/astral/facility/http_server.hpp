@@ -51,6 +51,9 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   HttpStream stream;  // set: `body` is sent first, then the stream, then the connection closes
+  // Held this long before it is sent (a slow BMC, simulated). With threads > 0 the connection is
+  // suspended meanwhile and no thread waits; with threads == 0 the connection's thread sleeps.
+  std::chrono::microseconds delay{0};
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;

@@ -52,6 +52,12 @@ struct RedfishEndpoint {
   bool telemetry = true;  // read TelemetryService metric reports when the service has them
 };
 
+// How poll_redfish waits for many BMCs at once.
+enum class PollEngine {
+  event_loop,  // one thread: every crawl on a fiber over one libcurl multi handle
+  threads      // a thread per endpoint in flight (the poller before issue 15; kept as the baseline)
+};
+
 struct PollOptions {
   std::chrono::milliseconds timeout{5000};          // one try of one request
   std::chrono::milliseconds connect_timeout{2000};
@@ -61,6 +67,7 @@ struct PollOptions {
   std::size_t concurrency = 16;                     // endpoints polled at once
   std::size_t max_resources = 4096;                 // crawl bound per endpoint
   std::size_t max_body_bytes = 16u << 20;
+  PollEngine engine = PollEngine::event_loop;
 };
 
 // Normalises a user-given URL: checks scheme and host, rejects credentials in the URL (they would
@@ -72,8 +79,8 @@ std::string normalise_base_url(const std::string& url);
 // Snapshot::sources (one entry) and Snapshot::findings.
 Snapshot read_redfish(const RedfishEndpoint& endpoint, const PollOptions& options = {});
 
-// Reads many endpoints with at most options.concurrency in flight; results are merged in the
-// order of `endpoints`.
+// Reads many endpoints with at most options.concurrency in flight (options.engine says how);
+// results are merged in the order of `endpoints`.
 Snapshot poll_redfish(const std::vector<RedfishEndpoint>& endpoints, const PollOptions& options = {});
 
 // Reads a DMTF mockup directory (<dir>/index.json is /redfish/v1) without HTTP: the same mapping
