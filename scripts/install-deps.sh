@@ -19,6 +19,8 @@ packages="$packages rsyslog-relp"
 packages="$packages prometheus"
 # libmicrohttpd: the facility exporter's, push listener's and mockup's HTTP(S) server.
 packages="$packages libmicrohttpd-dev"
+# simdjson: the Redfish poller's JSON parser (12,500 BMCs a poll).
+packages="$packages libsimdjson-dev"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

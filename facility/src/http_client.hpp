@@ -1,5 +1,6 @@
 #pragma once
-// A small libcurl wrapper: one easy handle per client (so keep-alive connections are reused), TLS
+// A small libcurl wrapper: one easy handle and one connection cache per client (keep-alive
+// connections are reused, and closed when the client goes), TLS
 // verification on unless told otherwise, no redirects (they could carry credentials elsewhere),
 // a cap on response size, and errors as one line that never contains credentials.
 #include <chrono>
@@ -45,7 +46,8 @@ class HttpClient {
 
  private:
   HttpClientOptions options_;
-  void* curl_ = nullptr;  // CURL*, kept opaque so curl.h stays out of this header
+  void* curl_ = nullptr;         // CURL*, kept opaque so curl.h stays out of this header
+  void* connections_ = nullptr;  // CURLSH*: this client's own connection and DNS caches
 };
 
 }  // namespace astral::facility::detail

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "json_parse.hpp"
 #include "poll_loop.hpp"
 
 namespace astral::facility::detail {
@@ -51,6 +52,7 @@ std::string null_out_non_finite(const std::string& text, std::uint64_t& replaced
 }  // namespace
 
 json parse_lenient(const std::string& text, std::uint64_t& quirks_nan) {
+  if (auto fast = parse_json_fast(text)) return std::move(*fast);
   json j = json::parse(text, nullptr, false);
   if (!j.is_discarded()) return j;
   std::uint64_t replaced = 0;

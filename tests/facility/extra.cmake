@@ -21,3 +21,7 @@ if(TARGET test_facility AND TARGET astral)
   add_dependencies(test_facility astral)
   target_compile_definitions(test_facility PRIVATE ASTRAL_CLI="$<TARGET_FILE:astral>")
 endif()
+# json_parse_test.cpp checks an internal of the poller (facility/src/json_parse.hpp) directly.
+if(TARGET test_facility)
+  target_include_directories(test_facility PRIVATE ${PROJECT_SOURCE_DIR}/facility/src)
+endif()

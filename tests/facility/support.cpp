@@ -132,6 +132,37 @@ int MockBmc::hits(const std::string& path) const {
 
 void MockBmc::expire_sessions() { service_->expire_sessions(); }
 
+std::size_t MockBmc::connections(std::size_t listener) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = peers_.find(server_->ports().at(listener));
+  return it == peers_.end() ? 0 : it->second.size();
+}
+
+namespace {
+
+// Established TCP connections whose remote port is one of `ports`: the client ends of connections
+// to those listeners (the server ends have them as local ports).
+std::size_t open_client_connections(const std::vector<std::uint16_t>& ports) {
+  std::ifstream tcp("/proc/self/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // header
+  std::size_t open = 0;
+  while (std::getline(tcp, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    fields >> slot >> local >> remote >> state;
+    auto colon = remote.rfind(':');
+    if (colon == std::string::npos || state != "01") continue;  // 01: ESTABLISHED
+    auto port = static_cast<std::uint16_t>(std::stoul(remote.substr(colon + 1), nullptr, 16));
+    open += std::find(ports.begin(), ports.end(), port) != ports.end();
+  }
+  return open;
+}
+
+}  // namespace
+
+std::size_t MockBmc::open_connections() const { return open_client_connections(server_->ports()); }
+
 std::vector<std::string> MockBmc::auth_headers_seen() const {
   std::lock_guard<std::mutex> lock(mu_);
   return auth_seen_;
@@ -148,6 +179,8 @@ HttpResponse MockBmc::handle(const HttpRequest& r) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++hits_[path];
+    peers_[r.local_port].insert(r.peer);
+    if (path == "/redfish/v1") max_open_ = std::max(max_open_, open_client_connections(server_->ports()));
     if (!r.header("authorization").empty()) auth_seen_.push_back(r.header("authorization"));
     if (!r.header("x-auth-token").empty()) auth_seen_.push_back("X-Auth-Token " + r.header("x-auth-token"));
     auto it = faults_.find(path);

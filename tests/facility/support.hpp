@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,12 @@ class MockBmc {
   int hits(const std::string& path) const;
   int total_hits() const { return total_; }
   std::size_t max_in_flight() const { return max_in_flight_; }
+  // Connections (client addresses) that requests came over, on the i-th listener.
+  std::size_t connections(std::size_t listener) const;
+  // The most client connections to this BMC's listeners that were open at once, sampled from
+  // /proc/self/net/tcp whenever a service root was asked for (the start of a crawl).
+  std::size_t max_open_connections() const { return max_open_; }
+  std::size_t open_connections() const;  // now
   MockupService& service() { return *service_; }
   // Drop every session (a BMC reboot): clients must log in again.
   void expire_sessions();
@@ -77,6 +84,8 @@ class MockBmc {
   mutable std::mutex mu_;
   std::map<std::string, Fault> faults_;
   std::map<std::string, int> hits_;
+  std::map<std::uint16_t, std::set<std::string>> peers_;  // listener port -> client addresses
+  std::size_t max_open_ = 0;
   std::vector<std::string> auth_seen_;
   std::atomic<int> total_{0};
   std::atomic<std::size_t> in_flight_{0}, max_in_flight_{0};
