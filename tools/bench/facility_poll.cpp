@@ -250,7 +250,7 @@ PollResult bare_gets(const std::vector<RedfishEndpoint>& endpoints, std::size_t 
     curl_easy_setopt(c, CURLOPT_URL, urls[(started * endpoints.size() / std::max<std::size_t>(1, total)) % urls.size()].c_str());
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
-    curl_easy_setopt(c, CURLOPT_DNS_CACHE_TIMEOUT, -1L);  // as the poll loop: no prune walk per lookup
+    curl_easy_setopt(c, CURLOPT_DNS_CACHE_TIMEOUT, -1L);  // no prune walk over every BMC's entry per lookup
     curl_multi_add_handle(multi, c);
     ++started;
   };
