@@ -105,6 +105,8 @@ HttpClient::HttpClient(HttpClientOptions options) : options_(std::move(options))
     share = nullptr;
   }
   connections_ = share;
+  // Attached once: curl_easy_reset before each request keeps the handle's share.
+  if (curl_ && share) curl_easy_setopt(static_cast<CURL*>(curl_), CURLOPT_SHARE, share);
 }
 
 HttpClient::~HttpClient() {
@@ -125,7 +127,6 @@ HttpResult HttpClient::request(const std::string& method, const std::string& url
   Transfer transfer{&result, options_.max_body_bytes};
   char errbuf[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  if (connections_) curl_easy_setopt(curl, CURLOPT_SHARE, connections_);
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
