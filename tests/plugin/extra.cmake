@@ -39,9 +39,6 @@ if(TARGET test_plugin)
   # counterparts are tagged [.ib-only]: hidden from the plain run, matched by these groups.
   set(_ib_groups "")
   set(_ib_exclude "~[tcp-only]~[ib]")
-  if(ASTRAL_SANITIZE)
-    string(APPEND _ib_exclude "~[ib-asan-open]")  # see process_test.cpp: open work, issue 13
-  endif()
   foreach(tag transfer process lifecycle handshake abi)
     list(APPEND _ib_groups "[${tag}]${_ib_exclude}")
   endforeach()

@@ -196,6 +196,31 @@ TEST_CASE("RoCE GID choice follows NCCL's index, family and version rules", "[pl
   CHECK(ib::choose_gid_index({}, astral::plugin::IbConfig{}) == 0);
 }
 
+TEST_CASE("a clear-to-send entry's check catches any field read stale", "[plugin][ib][units]") {
+  ib::CtsEntry e{};
+  e.addr[0] = 0x7f0000001000;
+  e.size[0] = 4096;
+  e.rkey[0] = 0x1234;
+  e.tag[0] = 7;
+  e.count = 1;
+  e.seq = 65;
+  e.check = ib::cts_check(e);
+  CHECK(ib::cts_check(e) == e.check);  // the check itself is not an input
+  // A torn read: the new seq with any one 8-byte word of the previous entry (here zeros).
+  for (size_t word = 0; word < sizeof e / 8 - 1; ++word) {
+    ib::CtsEntry torn = e;
+    auto* words = reinterpret_cast<uint64_t*>(&torn);
+    if (words[word] == 0) continue;
+    words[word] = 0;
+    if (word == offsetof(ib::CtsEntry, count) / 8) torn.check = e.check;  // keep the check word
+    INFO("word " << word);
+    CHECK(ib::cts_check(torn) != torn.check);
+  }
+  ib::CtsEntry next = e;
+  next.seq = 66;
+  CHECK(ib::cts_check(next) != e.check);
+}
+
 TEST_CASE("QP metadata from a peer is checked field by field", "[plugin][ib][units]") {
   std::string why;
   CHECK(ib::check_meta(good_meta(), true, &why));
@@ -317,6 +342,36 @@ TEST_CASE("softhca RoCE: GID, SL, TC and QP count reach the QPs and split messag
     CHECK(received == int(bytes));
     CHECK(check_pattern(in.data(), bytes, bytes) == SIZE_MAX);
   }
+  p.net.closeSend(pair.send);
+  p.net.closeRecv(pair.recv);
+}
+
+// An HCA need not land a write's cache lines in address order (PCIe relaxed ordering, adaptive
+// routing). softhca's `last_first` lands each write's last 64 bytes, where the CTS entry's seq
+// is, a millisecond before the rest: a sender that trusted seq alone would match a receive by
+// stale tags, sizes and addresses (zeros in a fresh slot, the previous receive's in a reused one).
+TEST_CASE("softhca landing each write's last cache line first: every receive still gets its own send",
+          "[plugin][ib]") {
+  IbEnv env;
+  PluginContext p;
+  CommPair pair = connect_pair(p.net, p.ctx, 0);
+  REQUIRE(softhca_fault(R"({"fault":"last_first"})") == 0);
+  for (int i = 0; i < ib::kFifoDepth + 6; ++i) {  // fresh slots, then reused ones
+    size_t bytes = 1000 + 37 * size_t(i);
+    std::vector<uint8_t> out(bytes), in(bytes + 8);
+    fill_pattern(out.data(), bytes, i);
+    void* data = in.data();
+    size_t size = in.size();
+    int tag = i % 3, received = -1;
+    void *rreq = nullptr, *sreq = nullptr;
+    REQUIRE(p.net.irecv(pair.recv, 1, &data, &size, &tag, nullptr, nullptr, &rreq) == ncclSuccess);
+    REQUIRE(p.net.isend(pair.send, out.data(), bytes, tag, nullptr, nullptr, &sreq) == ncclSuccess);
+    INFO("message " << i);
+    REQUIRE(wait_pair(p.net, rreq, &received, sreq, 10) == ncclSuccess);
+    CHECK(received == int(bytes));
+    CHECK(check_pattern(in.data(), bytes, i) == SIZE_MAX);
+  }
+  REQUIRE(softhca_fault(R"({"fault":"in_order"})") == 0);
   p.net.closeSend(pair.send);
   p.net.closeRecv(pair.recv);
 }

@@ -73,6 +73,7 @@ ncclResult_t IbRecvComm::irecv(int n, void* const* data, const size_t* sizes, co
   if (!r) return ncclSuccess;
   e.count = uint32_t(n);
   e.seq = seq_ + 1;
+  e.check = cts_check(e);
   std::memset(&records_->record[fifo_slot], 0, sizeof(SizeRecord));
   ibv_sge sge{reinterpret_cast<uint64_t>(&e), sizeof e, cts_mr_->mr->lkey};
   ibv_send_wr wr{};

@@ -45,12 +45,15 @@ IbSendComm::~IbSendComm() {
   hca.release(fifo_mr_);
 }
 
-// The FIFO entry of seq_, once the receiver's write of it is complete (its `seq` is last).
+// The FIFO entry of seq_, once the receiver's write of all of it has landed: its `seq`, and a
+// check that matches the rest (wire.hpp: the parts may land in any order). A torn copy is
+// dropped and read again on the next call.
 bool IbSendComm::next_entry() {
   if (have_entry_) return true;
   CtsEntry& slot = fifo_->entry[seq_ % kFifoDepth];
   if (__atomic_load_n(&slot.seq, __ATOMIC_ACQUIRE) != seq_ + 1) return false;
   std::memcpy(&entry_, &slot, sizeof entry_);
+  if (entry_.seq != seq_ + 1 || cts_check(entry_) != entry_.check) return false;
   have_entry_ = true;
   used_ = 0;
   return true;

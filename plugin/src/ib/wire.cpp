@@ -37,6 +37,19 @@ bool check_meta(const QpMeta& meta, bool local_ethernet, std::string* why) {
   return false;
 }
 
+uint32_t cts_check(const CtsEntry& entry) {
+  CtsEntry copy = entry;
+  copy.check = 0;
+  uint64_t words[sizeof copy / 8];
+  std::memcpy(words, &copy, sizeof copy);
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (uint64_t w : words) {
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  return uint32_t(h ^ (h >> 29));
+}
+
 bool check_plan(const PlanMessage& plan, int qps, std::string* why) {
   if (plan.magic != kPlanMagic) {
     *why = fmt::format("not an Astral path plan (magic {:#010x})", plan.magic);

@@ -15,7 +15,8 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire structs are littl
 
 inline constexpr uint32_t kMetaMagic = 0x51545341;   // "ASTQ"
 inline constexpr uint32_t kPlanMagic = 0x50545341;  // "ASTP"
-inline constexpr uint16_t kMetaVersion = 1;
+// 2: clear-to-send entries carry a check over their contents (CtsEntry).
+inline constexpr uint16_t kMetaVersion = 2;
 inline constexpr int kMaxQps = 16;
 // CTS entries in flight per connection: NCCL's 32 requests per comm, twice, so that a receiver
 // never waits for FIFO space while NCCL still has requests to post.
@@ -60,17 +61,22 @@ struct PlanMessage {
 static_assert(sizeof(PlanMessage) == 92);
 
 // The receiver's clear-to-send for one (possibly grouped) receive, at FIFO slot seq % kFifoDepth.
-// `seq` (sequence + 1) is written last in the entry; the sender polls it.
+// The sender polls `seq` (sequence + 1), but an HCA need not land the entry's four cache lines in
+// address order (PCIe relaxed ordering, adaptive routing; softhca's memcpy neither), so `seq`
+// alone does not say the rest has arrived: the sender takes the entry once `check`, computed by
+// the receiver over everything else, matches what it read.
 struct CtsEntry {
   uint64_t addr[8];
   uint64_t size[8];
   uint32_t rkey[8];
   int32_t tag[8];
   uint32_t count;  // buffers in this receive, 1..8
-  uint32_t reserved;
+  uint32_t check;  // cts_check() of the rest of the entry
   uint64_t seq;
 };
 static_assert(sizeof(CtsEntry) == 208);
+// A 32-bit mix of every field but `check`: a torn read (new `seq`, a stale field) fails it.
+uint32_t cts_check(const CtsEntry& entry);
 
 // What the sender writes into the receiver's records before the immediate, per buffer of the
 // receive at one FIFO slot: the size it sent there and the message's sequence number (so that

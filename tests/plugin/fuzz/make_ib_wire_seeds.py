@@ -7,7 +7,7 @@ IB LID 9 with LMC 2) and host names of the fabric the target generates (node0001
 import ipaddress
 import struct
 
-META_MAGIC, PLAN_MAGIC, VERSION = 0x51545341, 0x50545341, 1
+META_MAGIC, PLAN_MAGIC, VERSION = 0x51545341, 0x50545341, 2
 
 
 def meta(qps, ethernet, lid, lmc, gid, rail, host, split=1, gid_index=3, mtu=5):

@@ -19,11 +19,12 @@ Command parse_one(const json& j, const std::string& where) {
       {"qp_error", FaultKind::qp_error},       {"link_drop", FaultKind::link_drop},
       {"link_restore", FaultKind::link_restore}, {"port_down", FaultKind::port_down},
       {"port_up", FaultKind::port_up},         {"device_fatal", FaultKind::device_fatal},
-      {"kill", FaultKind::kill}};
+      {"kill", FaultKind::kill},               {"last_first", FaultKind::last_first},
+      {"in_order", FaultKind::in_order}};
   if (!j.contains("fault") || !j.at("fault").is_string()) throw CommandError{where + ".fault: expected a string"};
   auto it = kinds.find(j.at("fault").get<std::string>());
   if (it == kinds.end())
-    throw CommandError{where + ".fault: unknown (qp_error, link_drop, link_restore, port_down, port_up, device_fatal, kill)"};
+    throw CommandError{where + ".fault: unknown (qp_error, link_drop, link_restore, port_down, port_up, device_fatal, kill, last_first, in_order)"};
   Command c;
   c.kind = it->second;
   for (const auto& [key, value] : j.items()) {
@@ -46,7 +47,9 @@ Command parse_one(const json& j, const std::string& where) {
       c.after_msgs = n;
     }
   }
-  bool needs_device = c.kind != FaultKind::qp_error && c.kind != FaultKind::kill;
+  bool needs_device = c.kind == FaultKind::link_drop || c.kind == FaultKind::link_restore ||
+                      c.kind == FaultKind::port_down || c.kind == FaultKind::port_up ||
+                      c.kind == FaultKind::device_fatal;
   if (needs_device && c.device.empty()) throw CommandError{where + ".device: required for this fault"};
   if (c.kind == FaultKind::qp_error && c.qpn == 0) throw CommandError{where + ".qpn: required for qp_error"};
   return c;

@@ -117,6 +117,16 @@ bool Engine::load() {
     }
     time_scale = v;
   }
+  if (const char* s = std::getenv("SOFTHCA_HIGH_WATER"); s && *s) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(s, &end, 10);
+    if (*end || v < 1 || v > (1ull << 30)) {
+      std::fprintf(stderr, "softhca: SOFTHCA_HIGH_WATER=%s: expected bytes in [1, 2^30]\n", s);
+      errno = state = EINVAL;
+      return false;
+    }
+    high_water = static_cast<size_t>(v);
+  }
   const char* d = std::getenv("SOFTHCA_DIR");
   dir = d && *d ? d : "/tmp/softhca-" + std::to_string(getuid());
   if (const char* p = std::getenv("SOFTHCA_PATH_LOG")) path_log = p;
@@ -257,9 +267,24 @@ uint32_t Engine::alloc_qpn(int dev, std::string& file) {
   return qpn;
 }
 
+// Whether the requester or READ responder of `q` has packets to queue on a stream with room.
+// A stream that a pump left at the high-water mark may drain completely in the same round,
+// leaving no POLLOUT to wait for: this keeps the next poll from sleeping on work left undone.
+bool Engine::can_send_now(const Qp* q) {
+  auto has_room = [&](uint64_t conn) {
+    auto it = conns_.find(conn);
+    return it == conns_.end() || it->second.out_bytes < high_water;
+  };
+  if (!q->reads.empty() && has_room(q->reads.front().conn)) return true;
+  if (q->qp.state != IBV_QPS_RTS || q->rnr_resume || q->next_send >= q->sq.size()) return false;
+  if (q->sq[q->next_send].local_error) return false;  // waits for the acks of what went before
+  return q->req_conn == 0 || has_room(q->req_conn);
+}
+
 int Engine::poll_timeout_ms() {
   std::optional<Clock::time_point> next;
   for (auto& [key, q] : qps) {
+    if (can_send_now(q)) return 0;
     if (q->qp.state != IBV_QPS_RTS) continue;
     for (const auto& t : {q->ack_deadline, q->rnr_resume})
       if (t && (!next || *t < *next)) next = t;

@@ -181,6 +181,10 @@ int Engine::apply(const Command& cmd, std::string& error) {
     std::fflush(nullptr);
     raise(SIGKILL);  // a peer that dies without a word, as kill -9 does
   }
+  if (cmd.kind == FaultKind::last_first || cmd.kind == FaultKind::in_order) {
+    last_first = cmd.kind == FaultKind::last_first;
+    return 0;
+  }
   if (cmd.kind == FaultKind::qp_error) {
     int want = cmd.device.empty() ? -1 : device_index(*this, cmd.device);
     for (auto& [key, q] : qps) {

@@ -10,7 +10,6 @@
 namespace softhca {
 namespace {
 
-constexpr size_t kHighWater = 4u << 20;  // stop segmenting when a stream holds this much unsent
 constexpr uint32_t kPsnMask = 0xffffff;
 
 bool psn_before(uint32_t a, uint32_t b) {
@@ -89,7 +88,7 @@ void Engine::pump_requester(Qp* q) {
       return;
     }
     Conn* c = conn_for(q);
-    if (c && c->out_bytes >= kHighWater) return;  // resumed on POLLOUT
+    if (c && c->out_bytes >= high_water) return;  // resumed on POLLOUT, or at once (can_send_now)
     PktHdr h{};
     h.magic = kMagic;
     h.type = PktType::request;
@@ -135,7 +134,7 @@ void Engine::pump_reads(Qp* q) {
       continue;
     }
     Conn& c = it->second;
-    if (c.out_bytes >= kHighWater) return;
+    if (c.out_bytes >= high_water) return;
     PktHdr h{};
     h.magic = kMagic;
     h.type = PktType::read_resp;
@@ -226,7 +225,7 @@ void Engine::on_request(uint64_t conn, Qp* q, const PktHdr& h, const uint8_t* pa
     } else {
       Mr* mr = lookup_mr(*this, m.rkey, q->qp.pd);
       ok = mr && mr_covers(mr, m.raddr + m.offset, h.payload);
-      if (ok) std::memcpy(mr_ptr(mr, m.raddr + m.offset), payload, h.payload);
+      if (ok) place(mr_ptr(mr, m.raddr + m.offset), payload, h.payload);
     }
     if (!ok) {  // an MR vanished mid-message
       reply(conn, h, PktType::nak, Nak::remote_access, q);
@@ -285,6 +284,23 @@ bool Engine::start_message(uint64_t conn, Qp* q, const PktHdr& h) {
   }
   q->in = InMsg{true, h.psn, 0, h.msg_len, h.raddr, h.rkey, op};
   return true;
+}
+
+// An HCA's writes into host memory need not land in address order (PCIe relaxed ordering,
+// adaptive routing), and memcpy promises no order either. `last_first` makes the worst case
+// certain: the segment's last cache line lands first and the rest a millisecond (scaled) later,
+// so a reader that polls a flag in a write's last bytes sees it before the data it guards.
+void Engine::place(uint8_t* dst, const uint8_t* src, size_t n) {
+  if (!last_first || n == 0) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  size_t tail = std::min<size_t>(64, n);
+  std::memcpy(dst + n - tail, src + n - tail, tail);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(1000 * time_scale));
+  std::memcpy(dst, src, n - tail);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
 void Engine::finish_message(uint64_t conn, Qp* q, const PktHdr& h) {
@@ -350,7 +366,11 @@ void Engine::on_ack(Qp* q, uint32_t psn) {
 
 void Engine::on_nak(Qp* q, const PktHdr& h) {
   if (!q->sq.empty() && psn_before(q->sq.front().psn, h.psn)) on_ack(q, (h.psn - 1) & kPsnMask);
-  if (q->sq.empty() || q->next_send == 0 || q->sq.front().psn != h.psn) return;  // stale
+  // Stale unless it names the front message and that message has gone out, at least its first
+  // segment: a responder NAKs (RNR, access) on the first segment, often while the rest is being
+  // segmented, and the requester must go back now, not after an ack timeout.
+  bool started = q->next_send > 0 || q->next_offset > 0;
+  if (q->sq.empty() || !started || q->sq.front().psn != h.psn) return;
   ibv_wc_status st = IBV_WC_SUCCESS;
   if (h.nak == Nak::rnr) {
     if (q->rnr_retry != 7 && q->rnr_left == 0) st = IBV_WC_RNR_RETRY_EXC_ERR;  // 7 retries forever
@@ -367,7 +387,7 @@ void Engine::on_nak(Qp* q, const PktHdr& h) {
   }
   SendWr w = std::move(q->sq.front());
   q->sq.pop_front();
-  --q->next_send;
+  if (q->next_send > 0) --q->next_send;  // else it was the message being segmented
   complete_send(q, w, st);
   qp_to_error(q);
 }

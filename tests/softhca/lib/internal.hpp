@@ -87,7 +87,10 @@ PortAddr find_by_gid(const Fabric& f, const ibv_gid& dgid);
 bool reachable(const Fabric& f, const PortAddr& a, const PortAddr& b);
 
 // ---- fault-injection commands ------------------------------------------------------------------
-enum class FaultKind { qp_error, link_drop, link_restore, port_down, port_up, device_fatal, kill };
+enum class FaultKind {
+  qp_error, link_drop, link_restore, port_down, port_up, device_fatal, kill,
+  last_first, in_order  // the placement order of RDMA WRITE payloads (Engine::place)
+};
 struct Command {
   FaultKind kind = FaultKind::qp_error;
   std::string device;
@@ -235,6 +238,11 @@ class Engine {
   std::vector<std::unique_ptr<Device>> devices;
   std::string dir, path_log;
   double time_scale = 1.0;
+  // A requester stops segmenting while its stream holds this much unsent, and goes on below it
+  // (SOFTHCA_HIGH_WATER; small values make that path certain in tests).
+  size_t high_water = 4u << 20;
+  // `last_first` fault: each RDMA WRITE segment lands its last 64 bytes first, the rest later.
+  bool last_first = false;
 
   // objects
   std::vector<Context*> contexts;
@@ -259,6 +267,8 @@ class Engine {
   int apply(const Command& cmd, std::string& error);
   void note_message_completed();  // a send acknowledged or a message received: fault rules may fire
   void flush_all();
+  // Places an RDMA WRITE payload into this process's memory, in the order the fault rules say.
+  void place(uint8_t* dst, const uint8_t* src, size_t n);
   Qp* find_qp(int dev, uint32_t qpn);
   Clock::duration ack_timeout(const Qp* q) const;
   Clock::duration rnr_delay(uint8_t timer) const;
@@ -269,6 +279,7 @@ class Engine {
   void start_locked();
   void stop();
   int poll_timeout_ms();
+  bool can_send_now(const Qp* q);
   void accept_conns();
   void read_control();
   bool read_conn(uint64_t id, Conn& c);

@@ -1,6 +1,6 @@
 // A second softhca "host" for the multi-process tests: an RC responder on an IB port.
 //   softhca_peer <device>            (SOFTHCA_* from the environment)
-// Prints "qpn <n> lid <l>", reads "<remote qpn> <remote lid>" from stdin, goes to RTS with 64
+// Prints "qpn <n> lid <l> addr <a> rkey <k>" (its 256 KiB buffer, remotely writable), reads "<remote qpn> <remote lid>" from stdin, goes to RTS with 64
 // 4 KiB receives posted, prints "ready", then prints "recv <bytes>" per completion until stdin
 // closes. The test kills it with SIGKILL to model a peer that dies.
 #include <infiniband/verbs.h>
@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   init.cap = {64, 64, 1, 1, 0};
   ibv_qp* qp = ibv_create_qp(pd, &init);
   if (!pd || !mr || !cq || !qp) return fail("resources");
-  std::printf("qpn %u lid %u\n", qp->qp_num, port.lid);
+  std::printf("qpn %u lid %u addr %llu rkey %u\n", qp->qp_num, port.lid,
+              static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(buf.data())), mr->rkey);
   std::fflush(stdout);
   unsigned rqpn = 0, rlid = 0;
   if (std::scanf("%u %u", &rqpn, &rlid) != 2) return fail("expected '<qpn> <lid>' on stdin");

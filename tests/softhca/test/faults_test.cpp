@@ -217,6 +217,39 @@ TEST_CASE("a peer with a SOFTHCA_FAULTS kill rule dies after its second message,
   ibv_close_device(ctx);
 }
 
+// Mid-message, a requester stops at the stream's high-water mark; the stream may then drain in
+// the same round, and nothing comes back from the peer before the message's last segment. The
+// engine must go on by itself (it used to sleep in poll for good: no POLLOUT, no ack timer).
+TEST_CASE("a multi-segment write to a peer process goes on after its stream drains") {
+  Peer peer;
+  ibv_context* ctx = open_device("mlx5_0");
+  REQUIRE(ctx);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  Rc a = make_rc(pd, 256 * 1024);
+  unsigned pqpn = 0, plid = 0, prkey = 0;
+  unsigned long long paddr = 0;
+  REQUIRE(std::sscanf(peer.line().c_str(), "qpn %u lid %u addr %llu rkey %u", &pqpn, &plid, &paddr, &prkey) == 4);
+  std::fprintf(peer.in, "%u 1\n", a.qp->qp_num);
+  std::fflush(peer.in);
+  REQUIRE(peer.line() == "ready\n");
+  Path p;
+  p.dlid = static_cast<uint16_t>(plid);
+  REQUIRE(to_init(a.qp) == 0);
+  REQUIRE(to_rtr(a.qp, pqpn, p) == 0);
+  REQUIRE(to_rts(a.qp, 31, 7, 7) == 0);  // an ack timeout of hours: only the data path can finish it
+  for (uint64_t id = 1; id <= 3; ++id) {
+    REQUIRE(post(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, a, 0, 256 * 1024, paddr, prkey, id, 7) == 0);
+    auto wcs = wait_wcs(a.cq, 1, 10);
+    INFO("write " << id);
+    REQUIRE(wcs.size() == 1);
+    CHECK(wcs[0].status == IBV_WC_SUCCESS);
+    CHECK(peer.line() == "recv 262144 status 0\n");
+  }
+  destroy(a);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+}
+
 TEST_CASE("a short link flap is survived: go-back-N retransmission delivers every byte once") {
   Loop l;
   constexpr size_t kLen = 2000;  // four of them fit the 8 KiB buffers

@@ -27,6 +27,9 @@ struct Env {
     setenv("SOFTHCA_HOST", "alpha", 1);
     setenv("SOFTHCA_DIR", dir.c_str(), 1);
     setenv("SOFTHCA_PATH_LOG", (dir + "/path.jsonl").c_str(), 1);
+    // Streams stop taking segments at 1000 unsent bytes (default 4 MiB), so that every test
+    // crosses the high-water mark and resumes below it many times per message.
+    setenv("SOFTHCA_HIGH_WATER", "1000", 1);
   }
   ~Env() {
     std::error_code ec;
