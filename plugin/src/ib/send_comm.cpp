@@ -22,9 +22,12 @@ MrEntry* ImplicitMrs::find(void* mhandle, void* data, size_t size, std::string* 
     *why = fmt::format("mhandle registered on {}, not on {}", mr->hca->name(), hca_->name());
     return nullptr;
   }
-  // NCCL registers every buffer it passes; tests and tools may not. Register once, keep it.
+  // NCCL registers every buffer it passes; tests and tools may not. Register once, keep one
+  // reference per registration for the comm's life (not one per message).
   MrEntry* e = hca_->acquire(data, size, why);
-  if (e) held_.push_back(e);
+  if (!e) return nullptr;
+  if (std::find(held_.begin(), held_.end(), e) != held_.end()) hca_->release(e);
+  else held_.push_back(e);
   return e;
 }
 

@@ -460,9 +460,11 @@ Conn* Engine::conn_for(Qp* q) {
 }
 
 void Engine::send_packet(Conn& c, const PktHdr& h, const uint8_t* payload) {
-  std::vector<uint8_t> buf(sizeof h + h.payload);
-  std::memcpy(buf.data(), &h, sizeof h);
-  if (h.payload) std::memcpy(buf.data() + sizeof h, payload, h.payload);
+  std::vector<uint8_t> buf;  // filled by copies only: a sized vector would zero 64 KiB first
+  buf.reserve(sizeof h + h.payload);
+  const auto* head = reinterpret_cast<const uint8_t*>(&h);
+  buf.insert(buf.end(), head, head + sizeof h);
+  if (h.payload) buf.insert(buf.end(), payload, payload + h.payload);
   c.out_bytes += buf.size();
   c.out.push_back(std::move(buf));
 }
