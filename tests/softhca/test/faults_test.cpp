@@ -78,6 +78,27 @@ struct Peer {
     char buf[256] = {};
     return std::fgets(buf, sizeof buf, out) ? std::string(buf) : std::string();
   }
+  // What the peer said of its end: its QP, its port's LID and its remotely writable buffer.
+  struct End {
+    unsigned qpn = 0, lid = 0, rkey = 0;
+    unsigned long long addr = 0;
+  };
+  // Reads the peer's hello, tells it `qp`'s number and brings `qp` to RTS towards it.
+  End connect(ibv_qp* qp, uint8_t timeout, uint8_t retry) {
+    End end;
+    std::string hello = line();
+    REQUIRE(std::sscanf(hello.c_str(), "qpn %u lid %u addr %llu rkey %u", &end.qpn, &end.lid, &end.addr,
+                        &end.rkey) == 4);
+    std::fprintf(in, "%u 1\n", qp->qp_num);
+    std::fflush(in);
+    REQUIRE(line() == "ready\n");
+    Path p;
+    p.dlid = static_cast<uint16_t>(end.lid);
+    REQUIRE(to_init(qp) == 0);
+    REQUIRE(to_rtr(qp, end.qpn, p) == 0);
+    REQUIRE(to_rts(qp, timeout, retry, 7) == 0);
+    return end;
+  }
   // The peer's end: its exit signal (0 when it exited normally).
   int wait_signal() {
     int status = 0;
@@ -155,18 +176,7 @@ TEST_CASE("a killed peer process: the sender gets retry-exceeded within the mode
   REQUIRE(ctx);
   ibv_pd* pd = ibv_alloc_pd(ctx);
   Rc a = make_rc(pd, 8192);
-  unsigned pqpn = 0, plid = 0;
-  std::string hello = peer.line();
-  REQUIRE(std::sscanf(hello.c_str(), "qpn %u lid %u", &pqpn, &plid) == 2);
-  CHECK(plid == 5);  // beta's LID from the fabric file
-  std::fprintf(peer.in, "%u 1\n", a.qp->qp_num);
-  std::fflush(peer.in);
-  REQUIRE(peer.line() == "ready\n");
-  Path p;
-  p.dlid = static_cast<uint16_t>(plid);
-  REQUIRE(to_init(a.qp) == 0);
-  REQUIRE(to_rtr(a.qp, pqpn, p) == 0);
-  REQUIRE(to_rts(a.qp, 14, 3, 7) == 0);
+  CHECK(peer.connect(a.qp, 14, 3).lid == 5);  // beta's LID from the fabric file
   REQUIRE(post(a.qp, IBV_WR_SEND, a, 0, 1000, 0, 0, 1) == 0);
   auto wcs = wait_wcs(a.cq, 1);
   REQUIRE(wcs.size() == 1);
@@ -195,16 +205,7 @@ TEST_CASE("a peer with a SOFTHCA_FAULTS kill rule dies after its second message,
   REQUIRE(ctx);
   ibv_pd* pd = ibv_alloc_pd(ctx);
   Rc a = make_rc(pd, 8192);
-  unsigned pqpn = 0, plid = 0;
-  REQUIRE(std::sscanf(peer.line().c_str(), "qpn %u lid %u", &pqpn, &plid) == 2);
-  std::fprintf(peer.in, "%u 1\n", a.qp->qp_num);
-  std::fflush(peer.in);
-  REQUIRE(peer.line() == "ready\n");
-  Path p;
-  p.dlid = static_cast<uint16_t>(plid);
-  REQUIRE(to_init(a.qp) == 0);
-  REQUIRE(to_rtr(a.qp, pqpn, p) == 0);
-  REQUIRE(to_rts(a.qp, 12, 3, 7) == 0);
+  peer.connect(a.qp, 12, 3);
   for (uint64_t id = 1; id <= 3; ++id) REQUIRE(post(a.qp, IBV_WR_SEND, a, 0, 100, 0, 0, id) == 0);
   auto wcs = wait_wcs(a.cq, 3);
   REQUIRE(wcs.size() == 3);
@@ -226,19 +227,9 @@ TEST_CASE("a multi-segment write to a peer process goes on after its stream drai
   REQUIRE(ctx);
   ibv_pd* pd = ibv_alloc_pd(ctx);
   Rc a = make_rc(pd, 256 * 1024);
-  unsigned pqpn = 0, plid = 0, prkey = 0;
-  unsigned long long paddr = 0;
-  REQUIRE(std::sscanf(peer.line().c_str(), "qpn %u lid %u addr %llu rkey %u", &pqpn, &plid, &paddr, &prkey) == 4);
-  std::fprintf(peer.in, "%u 1\n", a.qp->qp_num);
-  std::fflush(peer.in);
-  REQUIRE(peer.line() == "ready\n");
-  Path p;
-  p.dlid = static_cast<uint16_t>(plid);
-  REQUIRE(to_init(a.qp) == 0);
-  REQUIRE(to_rtr(a.qp, pqpn, p) == 0);
-  REQUIRE(to_rts(a.qp, 31, 7, 7) == 0);  // an ack timeout of hours: only the data path can finish it
+  Peer::End end = peer.connect(a.qp, 31, 7);  // an ack timeout of hours: only the data path can end it
   for (uint64_t id = 1; id <= 3; ++id) {
-    REQUIRE(post(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, a, 0, 256 * 1024, paddr, prkey, id, 7) == 0);
+    REQUIRE(post(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, a, 0, 256 * 1024, end.addr, end.rkey, id, 7) == 0);
     auto wcs = wait_wcs(a.cq, 1, 10);
     INFO("write " << id);
     REQUIRE(wcs.size() == 1);
