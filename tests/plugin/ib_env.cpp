@@ -13,6 +13,8 @@ const bool kIbRun = [] {
   astral::test::use_softhca_process_wide();
   // One device, as the tcp runs have on loopback: the IB port (the RoCE one is the [ib] tests').
   setenv("ASTRAL_IB_HCA", "=mlx5_0", 0);
+  // Host memory only, as over tcp, also on a machine with nvidia_peermem (a GPU CI runner).
+  setenv("ASTRAL_IB_GDR", "0", 0);
   return true;
 }();
 }  // namespace

@@ -21,6 +21,7 @@
 #include "pattern.hpp"
 #include "run_process.hpp"
 #include "softhca_env.hpp"
+#include "softhca_tools.hpp"
 
 using namespace astral::test;
 namespace ib = astral::plugin::ib;
@@ -44,34 +45,6 @@ ib::QpMeta good_meta() {
   m.mtu = IBV_MTU_4096;
   m.ethernet = 1;
   return m;
-}
-
-// The RTR path log lines softhca wrote since `from` (a byte offset).
-std::vector<nlohmann::json> path_log_since(std::streamoff from) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(softhca_dir() + "/path.jsonl");
-  in.seekg(from);
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-std::streamoff path_log_size() {
-  std::ifstream in(softhca_dir() + "/path.jsonl", std::ios::ate);
-  return in ? std::streamoff(in.tellg()) : 0;
-}
-
-struct IbEnv : SofthcaEnv {
-  ScopedEnv path_log{"SOFTHCA_PATH_LOG", (softhca_dir() + "/path.jsonl").c_str()};
-};
-
-// softhca's in-process fault entry point, from the instance the plugin loaded.
-int softhca_fault(const std::string& json) {
-  void* lib = dlopen(softhca_library().c_str(), RTLD_NOW | RTLD_NOLOAD);
-  REQUIRE(lib);
-  auto control = reinterpret_cast<int (*)(const char*)>(dlsym(lib, "softhca_control"));
-  REQUIRE(control);
-  int rc = control(json.c_str());
-  dlclose(lib);
-  return rc;
 }
 
 // Posts one receive and one send of `bytes` and tests both until one fails or both are done,

@@ -91,6 +91,26 @@ TEST_CASE("configuration: defaults, valid values and one warning per bad value",
   CHECK(bad.transport == "auto");
 }
 
+TEST_CASE("configuration: GPU memory settings of the ib transport", "[plugin][unit]") {
+  std::vector<std::string> warnings;
+  Config defaults = parse({}, &warnings);
+  CHECK(defaults.ib.gdr == -1);  // probe
+  CHECK(defaults.ib.dmabuf);
+  CHECK_FALSE(defaults.ib.flush_disable);
+  Config set = parse({{"ASTRAL_IB_GDR", "1"}, {"ASTRAL_DMABUF_ENABLE", "0"},
+                      {"ASTRAL_GDR_FLUSH_DISABLE", "1"}}, &warnings);
+  CHECK(warnings.empty());
+  CHECK(set.ib.gdr == 1);
+  CHECK_FALSE(set.ib.dmabuf);
+  CHECK(set.ib.flush_disable);
+  Config bad = parse({{"ASTRAL_IB_GDR", "yes"}, {"ASTRAL_GDR_FLUSH_DISABLE", "2"}}, &warnings);
+  REQUIRE(warnings.size() == 2);
+  CHECK(warnings[0] == "ASTRAL_IB_GDR='yes' is not an integer in [-1, 1]; using -1");
+  CHECK(warnings[1] == "ASTRAL_GDR_FLUSH_DISABLE='2' is not an integer in [0, 1]; using 0");
+  CHECK(bad.ib.gdr == -1);
+  CHECK_FALSE(bad.ib.flush_disable);
+}
+
 TEST_CASE("interface filter follows NCCL_SOCKET_IFNAME", "[plugin][unit]") {
   auto prefix = IfnameFilter::parse("eth,ib");
   CHECK(prefix.accepts("eth0"));

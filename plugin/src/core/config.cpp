@@ -74,6 +74,12 @@ void parse_ib_config(const EnvLookup& env, IbConfig& ib, std::vector<std::string
     }
   }
   if (const char* fabric = env("ASTRAL_FABRIC")) ib.fabric = fabric;
+  read_integer(env, "ASTRAL_IB_GDR", -1, 1, ib.gdr, warnings);
+  int dmabuf = ib.dmabuf, flush_disable = ib.flush_disable;
+  read_integer(env, "ASTRAL_DMABUF_ENABLE", 0, 1, dmabuf, warnings);
+  read_integer(env, "ASTRAL_GDR_FLUSH_DISABLE", 0, 1, flush_disable, warnings);
+  ib.dmabuf = dmabuf != 0;
+  ib.flush_disable = flush_disable != 0;
 }
 
 }  // namespace

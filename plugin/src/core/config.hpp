@@ -24,6 +24,10 @@ struct IbConfig {
   bool split_data = false;      // ASTRAL_IB_SPLIT_DATA_ON_QPS (NCCL_IB_SPLIT_DATA_ON_QPS)
   std::string paths;            // ASTRAL_IB_PATHS: spread | pinned | off; "" = spread
   std::string fabric;           // ASTRAL_FABRIC: fabric JSON for pinned paths; "" = none
+  int gdr = -1;                 // ASTRAL_IB_GDR: 1 = CUDA pointers, 0 = host only, -1 = probe
+                                //   peer memory as NCCL does (nvidia_peermem / nv_mem)
+  bool dmabuf = true;           // ASTRAL_DMABUF_ENABLE (NCCL_DMABUF_ENABLE)
+  bool flush_disable = false;   // ASTRAL_GDR_FLUSH_DISABLE (NCCL_GDR_FLUSH_DISABLE)
 };
 
 struct Config {

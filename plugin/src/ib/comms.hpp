@@ -30,6 +30,10 @@ struct alignas(4096) CtsArea {
 struct alignas(4096) RecordArea {
   SizeRecord record[kFifoDepth];
 };
+// Where a GPUDirect flush's 1-byte RDMA READ lands; never told to the peer.
+struct alignas(4096) FlushSink {
+  uint8_t byte[64];
+};
 
 // What regMr hands NCCL: a cached registration on the comm's HCA.
 struct IbMr {
@@ -37,6 +41,7 @@ struct IbMr {
   uint32_t magic = kMagic;
   std::shared_ptr<Hca> hca;
   MrEntry* entry = nullptr;
+  bool device_memory = false;  // CUDA or DMA-BUF: data the NIC wrote needs a flush to be seen
 };
 
 class IbSendComm;
@@ -64,6 +69,13 @@ struct IbRecvRequest final : Request {
   uint64_t received[8] = {};
   TransferInfo transfer[8];
   void* profiler_event[8] = {};
+};
+
+// A GPUDirect flush: done once the loopback READ numbered `ticket` has completed.
+struct IbFlushRequest final : Request {
+  ncclResult_t test(int* done, int* sizes) override;
+  IbRecvComm* comm = nullptr;
+  uint64_t ticket = 0;
 };
 
 // Registrations made because NCCL passed no mhandle, released with the comm.
@@ -124,10 +136,13 @@ class IbRecvComm final : public RecvComm {
   ncclResult_t iflush(int n, void* const* data, const int* sizes, void* const* mhandles,
                       Request** request) override;
   ncclResult_t test(IbRecvRequest* r, int* done, int* sizes);
+  ncclResult_t test(IbFlushRequest* r, int* done);
   Connection& connection() { return *conn_; }
 
   // RECVs for the immediates, on every QP; false with `why`.
   bool prepost(std::string* why);
+  // Makes iflush read through the connection's flush QP into `sink` (registered as `sink_mr`).
+  void enable_flush(std::unique_ptr<FlushSink> sink, MrEntry* sink_mr);
 
  private:
   ncclResult_t progress();
@@ -147,6 +162,11 @@ class IbRecvComm final : public RecvComm {
   uint64_t seq_ = 0;
   int in_flight_ = 0;
   uint32_t next_sequence_ = 0;  // messages, for trace records of single receives
+  // GPUDirect flushes: READs are numbered; the loopback QP completes them in order.
+  std::unique_ptr<FlushSink> flush_sink_;
+  MrEntry* flush_sink_mr_ = nullptr;
+  RequestPool<IbFlushRequest, size_t(kFlushQueueDepth)> flush_pool_;
+  uint64_t flushes_posted_ = 0, flushes_done_ = 0;
 };
 
 }  // namespace astral::plugin::ib

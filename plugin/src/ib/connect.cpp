@@ -100,12 +100,15 @@ struct IbListenComm::Pending {
   std::unique_ptr<Queues> queues;
   std::unique_ptr<CtsArea> cts;
   std::unique_ptr<RecordArea> records;
+  std::unique_ptr<FlushSink> flush_sink;
   MrEntry* cts_mr = nullptr;
   MrEntry* records_mr = nullptr;
+  MrEntry* flush_sink_mr = nullptr;
   std::shared_ptr<Hca> hca;
   ~Pending() {
-    if (cts_mr) hca->release(cts_mr);
-    if (records_mr) hca->release(records_mr);
+    for (MrEntry* mr : {cts_mr, records_mr, flush_sink_mr}) {
+      if (mr) hca->release(mr);
+    }
   }
 };
 
@@ -124,6 +127,13 @@ bool IbListenComm::start_queues(Pending& p, std::string* why) {
   if (!p.cts) return false;
   p.records = make_area<RecordArea>(*p.hca, &p.records_mr, why);
   if (!p.records) return false;
+  // GPU memory may arrive here: received data then needs iflush's loopback READ.
+  bool gpu_memory = setup_.port.gdr || setup_.port.dmabuf;
+  if (gpu_memory && !setup_.config.flush_disable) {
+    if (!p.queues->create_flush_qp(setup_.config, why)) return false;
+    p.flush_sink = make_area<FlushSink>(*p.hca, &p.flush_sink_mr, why);
+    if (!p.flush_sink) return false;
+  }
   p.queues->describe(&p.local, setup_.plan.host);
   p.local.addr = reinterpret_cast<uint64_t>(p.records.get());
   p.local.rkey = p.records_mr->mr->rkey;
@@ -170,6 +180,8 @@ bool IbListenComm::step(Pending& p, std::unique_ptr<RecvComm>* recv_comm) {
   auto comm = std::make_unique<IbRecvComm>(std::move(conn), std::move(p.cts), p.cts_mr,
                                            std::move(p.records), p.records_mr, p.peer);
   p.cts_mr = p.records_mr = nullptr;
+  if (p.flush_sink) comm->enable_flush(std::move(p.flush_sink), p.flush_sink_mr);
+  p.flush_sink_mr = nullptr;
   if (!comm->prepost(&why)) return drop(why);
   *recv_comm = std::move(comm);
   return true;

@@ -44,88 +44,129 @@ Queues::Queues(std::shared_ptr<Hca> hca, const IbPort& port) : hca_(std::move(hc
 Queues::~Queues() {
   const Verbs& v = hca_->verbs();
   for (ibv_qp* qp : qps_) v.destroy_qp(qp);
+  if (flush_qp_) v.destroy_qp(flush_qp_);
   if (cq_) v.destroy_cq(cq_);
 }
 
 bool Queues::create(int qps, std::string* why) {
   const Verbs& v = hca_->verbs();
-  int cqe = qps * (kSendQueueDepth + kRecvQueueDepth);
+  // Room for the flush QP's completions too, should this end get one.
+  int cqe = qps * (kSendQueueDepth + kRecvQueueDepth) + kFlushQueueDepth;
   cq_ = v.create_cq(hca_->context(), cqe, &fatal_, nullptr, 0);
   if (!cq_) return *why = fmt::format("ibv_create_cq({}): {}", cqe, std::strerror(errno)), false;
   for (int q = 0; q < qps; ++q) {
-    ibv_qp_init_attr init{};
-    init.qp_context = &fatal_;
-    init.send_cq = cq_;
-    init.recv_cq = cq_;
-    init.qp_type = IBV_QPT_RC;
-    init.cap.max_send_wr = kSendQueueDepth;
-    init.cap.max_recv_wr = kRecvQueueDepth;
-    init.cap.max_send_sge = 1;
-    init.cap.max_recv_sge = 1;
-    init.cap.max_inline_data = sizeof(SizeRecord);
-    ibv_qp* qp = v.create_qp(hca_->pd(), &init);
-    if (!qp) return *why = fmt::format("ibv_create_qp: {}", std::strerror(errno)), false;
+    ibv_qp* qp = create_qp(kSendQueueDepth, kRecvQueueDepth, why);
+    if (!qp) return false;
     qps_.push_back(qp);
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = 0;
-    attr.port_num = uint8_t(port_.port);
-    attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    int err = v.modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-    if (err) return *why = fmt::format("QP {:#x} to INIT: {}", qp->qp_num, std::strerror(err)), false;
+  }
+  return true;
+}
+
+ibv_qp* Queues::create_qp(int send_depth, int recv_depth, std::string* why) {
+  const Verbs& v = hca_->verbs();
+  ibv_qp_init_attr init{};
+  init.qp_context = &fatal_;
+  init.send_cq = cq_;
+  init.recv_cq = cq_;
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = uint32_t(send_depth);
+  init.cap.max_recv_wr = uint32_t(recv_depth);
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  init.cap.max_inline_data = sizeof(SizeRecord);
+  ibv_qp* qp = v.create_qp(hca_->pd(), &init);
+  if (!qp) return *why = fmt::format("ibv_create_qp: {}", std::strerror(errno)), nullptr;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.pkey_index = 0;
+  attr.port_num = uint8_t(port_.port);
+  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  int err = v.modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  if (err) {
+    *why = fmt::format("QP {:#x} to INIT: {}", qp->qp_num, std::strerror(err));
+    v.destroy_qp(qp);
+    return nullptr;
+  }
+  return qp;
+}
+
+bool Queues::bring_up(ibv_qp* qp, uint32_t dest_qpn, const ibv_ah_attr& ah, ibv_mtu mtu,
+                      const IbConfig& config, std::string* why) {
+  const Verbs& v = hca_->verbs();
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTR;
+  attr.path_mtu = mtu;
+  attr.dest_qp_num = dest_qpn;
+  attr.rq_psn = 0;
+  attr.max_dest_rd_atomic = 1;
+  attr.min_rnr_timer = 12;
+  attr.ah_attr = ah;
+  int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  if (int err = v.modify_qp(qp, &attr, mask)) {
+    return *why = fmt::format("QP {:#x} to RTR (peer QP {:#x}{}): {}", qp->qp_num, dest_qpn,
+                              err == ETIMEDOUT ? ", not reachable: cross-rail?" : "",
+                              std::strerror(err)), false;
+  }
+  attr = ibv_qp_attr{};
+  attr.qp_state = IBV_QPS_RTS;
+  attr.timeout = uint8_t(config.timeout);
+  attr.retry_cnt = uint8_t(config.retry_count);
+  attr.rnr_retry = 7;
+  attr.sq_psn = 0;
+  attr.max_rd_atomic = 1;
+  mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+         IBV_QP_MAX_QP_RD_ATOMIC;
+  if (int err = v.modify_qp(qp, &attr, mask)) {
+    return *why = fmt::format("QP {:#x} to RTS: {}", qp->qp_num, std::strerror(err)), false;
   }
   return true;
 }
 
 bool Queues::connect(const QpMeta& peer, const ConnectionPlan& plan, const IbConfig& config,
                      std::string* why) {
-  const Verbs& v = hca_->verbs();
   if (peer.qps != qps_.size()) {
     return *why = fmt::format("the peer has {} QPs, this end {}", peer.qps, qps_.size()), false;
   }
+  ibv_mtu mtu = std::min(port_.mtu, static_cast<ibv_mtu>(peer.mtu));
   for (size_t q = 0; q < qps_.size(); ++q) {
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_RTR;
-    attr.path_mtu = std::min(port_.mtu, static_cast<ibv_mtu>(peer.mtu));
-    attr.dest_qp_num = peer.qpn[q];
-    attr.rq_psn = 0;
-    attr.max_dest_rd_atomic = 1;
-    attr.min_rnr_timer = 12;
-    attr.ah_attr.port_num = uint8_t(port_.port);
-    attr.ah_attr.sl = plan.sl;
+    ibv_ah_attr ah{};
+    ah.port_num = uint8_t(port_.port);
+    ah.sl = plan.sl;
     if (port_.ethernet) {
-      attr.ah_attr.is_global = 1;
-      std::memcpy(attr.ah_attr.grh.dgid.raw, peer.gid, 16);
-      attr.ah_attr.grh.sgid_index = uint8_t(port_.gid_index);
-      attr.ah_attr.grh.hop_limit = 255;
-      attr.ah_attr.grh.flow_label = plan.flow_label[q];
-      attr.ah_attr.grh.traffic_class = plan.tc;
+      ah.is_global = 1;
+      std::memcpy(ah.grh.dgid.raw, peer.gid, 16);
+      ah.grh.sgid_index = uint8_t(port_.gid_index);
+      ah.grh.hop_limit = 255;
+      ah.grh.flow_label = plan.flow_label[q];
+      ah.grh.traffic_class = plan.tc;
     } else {
       // IB: the plan's path index selects one of the destination's 2^LMC LIDs.
       uint16_t offset = plan.path_bits[q] & uint16_t((1u << peer.lmc) - 1);
-      attr.ah_attr.dlid = uint16_t(peer.lid + offset);
+      ah.dlid = uint16_t(peer.lid + offset);
     }
-    int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-    if (int err = v.modify_qp(qps_[q], &attr, mask)) {
-      return *why = fmt::format("QP {:#x} to RTR (peer QP {:#x}{}): {}", qps_[q]->qp_num,
-                                peer.qpn[q], err == ETIMEDOUT ? ", not reachable: cross-rail?" : "",
-                                std::strerror(err)), false;
-    }
-    attr = ibv_qp_attr{};
-    attr.qp_state = IBV_QPS_RTS;
-    attr.timeout = uint8_t(config.timeout);
-    attr.retry_cnt = uint8_t(config.retry_count);
-    attr.rnr_retry = 7;
-    attr.sq_psn = 0;
-    attr.max_rd_atomic = 1;
-    mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-           IBV_QP_MAX_QP_RD_ATOMIC;
-    if (int err = v.modify_qp(qps_[q], &attr, mask)) {
-      return *why = fmt::format("QP {:#x} to RTS: {}", qps_[q]->qp_num, std::strerror(err)), false;
-    }
+    if (!bring_up(qps_[q], peer.qpn[q], ah, mtu, config, why)) return false;
   }
   return true;
+}
+
+bool Queues::create_flush_qp(const IbConfig& config, std::string* why) {
+  flush_qp_ = create_qp(kFlushQueueDepth, 1, why);
+  if (!flush_qp_) return false;
+  // The QP's own address: its READs never leave the HCA (NCCL's gpuFlush QP is the same).
+  ibv_ah_attr ah{};
+  ah.port_num = uint8_t(port_.port);
+  if (port_.ethernet) {
+    ah.is_global = 1;
+    ah.grh.dgid = port_.gid;
+    ah.grh.sgid_index = uint8_t(port_.gid_index);
+    ah.grh.hop_limit = 255;
+  } else {
+    ah.dlid = port_.lid;
+  }
+  if (bring_up(flush_qp_, flush_qp_->qp_num, ah, port_.mtu, config, why)) return true;
+  *why = "the GPUDirect flush QP: " + *why;
+  return false;
 }
 
 void Queues::describe(QpMeta* meta, const std::string& host) const {

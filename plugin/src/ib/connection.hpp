@@ -35,6 +35,8 @@ struct ConnectionPlan {
 // work requests per QP plus CTS writes, and the RECVs prepost for WRITE_WITH_IMM.
 inline constexpr int kSendQueueDepth = kFifoDepth * 8 * 2 + kFifoDepth;
 inline constexpr int kRecvQueueDepth = kFifoDepth * 8;
+// Flushes in flight on one receive end: at most one per posted receive.
+inline constexpr int kFlushQueueDepth = kFifoDepth;
 
 // The CQ and QPs of one connection end, created INIT; destroyed in order.
 class Queues {
@@ -51,6 +53,10 @@ class Queues {
                std::string* why);
   // Fills the local part of the metadata (qpns, addressing, host name).
   void describe(QpMeta* meta, const std::string& host) const;
+  // The loopback QP (connected to itself) whose RDMA READ flushes GPUDirect writes; false with
+  // `why`. Only receive ends that may get GPU memory have one.
+  bool create_flush_qp(const IbConfig& config, std::string* why);
+  ibv_qp* flush_qp() const { return flush_qp_; }
 
   Hca& hca() const { return *hca_; }
   const IbPort& port() const { return port_; }
@@ -65,8 +71,15 @@ class Queues {
   std::shared_ptr<Hca> hca_;
   IbPort port_;
   FatalFlag fatal_;
+  // A new RC QP on the CQ, in INIT; null with `why`.
+  ibv_qp* create_qp(int send_depth, int recv_depth, std::string* why);
+  // INIT -> RTR -> RTS toward `dest_qpn` at `ah`.
+  bool bring_up(ibv_qp* qp, uint32_t dest_qpn, const ibv_ah_attr& ah, ibv_mtu mtu,
+                const IbConfig& config, std::string* why);
+
   ibv_cq* cq_ = nullptr;
   std::vector<ibv_qp*> qps_;
+  ibv_qp* flush_qp_ = nullptr;
 };
 
 // The endpoint's resources plus its failure state and trace identity.

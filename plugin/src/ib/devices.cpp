@@ -138,8 +138,11 @@ void add_ports_of(const std::shared_ptr<Hca>& hca, const IbConfig& config, const
   const Verbs& v = hca->verbs();
   ibv_device_attr dattr{};
   if (v.query_device(hca->context(), &dattr) != 0) return;
-  bool gdr = peer_memory_loaded();
-  bool dmabuf = dmabuf_supported(v, hca->pd());
+  bool gdr = config.gdr >= 0 ? config.gdr == 1 : peer_memory_loaded();
+  bool dmabuf = config.dmabuf && dmabuf_supported(v, hca->pd());
+  ASTRAL_INFO("NET/IB : {}: GPU memory: peer memory (CUDA pointers) {}{}, DMA-BUF {}{}", hca->name(),
+              gdr ? "yes" : "no", config.gdr >= 0 ? " (ASTRAL_IB_GDR)" : "", dmabuf ? "yes" : "no",
+              config.dmabuf ? "" : " (ASTRAL_DMABUF_ENABLE=0)");
   for (int port = 1; port <= dattr.phys_port_cnt; ++port) {
     ibv_port_attr attr{};
     if (v.query_port(hca->context(), uint8_t(port), &attr) != 0) continue;

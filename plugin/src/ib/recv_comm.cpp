@@ -2,6 +2,7 @@
 // their immediates arrive.
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fmt/format.h>
@@ -12,7 +13,14 @@
 
 namespace astral::plugin::ib {
 
+namespace {
+// Work-request ids on this end's CQ: 0 for CTS writes (nothing to complete), this bit plus the
+// ticket for flush READs.
+constexpr uint64_t kFlushWrId = uint64_t(1) << 63;
+}  // namespace
+
 ncclResult_t IbRecvRequest::test(int* done, int* sizes) { return comm->test(this, done, sizes); }
+ncclResult_t IbFlushRequest::test(int* done, int*) { return comm->test(this, done); }
 
 IbRecvComm::IbRecvComm(std::unique_ptr<Connection> conn, std::unique_ptr<CtsArea> cts,
                        MrEntry* cts_mr, std::unique_ptr<RecordArea> records, MrEntry* records_mr,
@@ -31,6 +39,12 @@ IbRecvComm::~IbRecvComm() {
   conn_.reset();  // QPs first: nothing may land in memory that is deregistered
   hca.release(cts_mr_);
   hca.release(records_mr_);
+  if (flush_sink_mr_) hca.release(flush_sink_mr_);
+}
+
+void IbRecvComm::enable_flush(std::unique_ptr<FlushSink> sink, MrEntry* sink_mr) {
+  flush_sink_ = std::move(sink);
+  flush_sink_mr_ = sink_mr;
 }
 
 bool IbRecvComm::post_recv(int qp) {
@@ -151,7 +165,9 @@ ncclResult_t IbRecvComm::progress() {
     if (n < 0) return conn_->fail(ncclSystemError, false, "ibv_poll_cq failed");
     for (int i = 0; i < n; ++i) {
       if (wcs[i].status != IBV_WC_SUCCESS) return conn_->fail_completion(wcs[i]);
-      if (wcs[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+      if (wcs[i].wr_id & kFlushWrId) {
+        flushes_done_ = std::max(flushes_done_, wcs[i].wr_id & ~kFlushWrId);
+      } else if (wcs[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         if (ncclResult_t res = on_immediate(wcs[i]); res != ncclSuccess) return res;
       }
     }
@@ -179,11 +195,58 @@ ncclResult_t IbRecvComm::test(IbRecvRequest* r, int* done, int* sizes) {
   return ncclSuccess;
 }
 
-// Host memory only (no GPUDirect here): data placed by RDMA is visible to the CPU on completion.
-ncclResult_t IbRecvComm::iflush(int, void* const*, const int*, void* const*, Request** request) {
+// NCCL's flush: one RDMA READ of the last non-empty buffer through the loopback QP. The READ's
+// completion means the NIC's earlier PCIe writes into that GPU memory are visible to the GPU.
+// Host memory needs none (its data is visible on completion), nor an end without a flush QP
+// (no GPU memory possible, or ASTRAL_GDR_FLUSH_DISABLE): the request is then null, "complete".
+ncclResult_t IbRecvComm::iflush(int n, void* const* data, const int* sizes, void* const* mhandles,
+                                Request** request) {
   *request = nullptr;
   std::lock_guard lock(conn_->mutex());
-  return conn_->failure();
+  if (ncclResult_t res = conn_->failure(); res != ncclSuccess) return res;
+  ibv_qp* qp = conn_->queues().flush_qp();
+  int last = -1;
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] > 0) last = i;
+  }
+  auto* mr = last >= 0 && mhandles ? static_cast<IbMr*>(mhandles[last]) : nullptr;
+  if (!qp || !mr || mr->magic != IbMr::kMagic || !mr->device_memory) return ncclSuccess;
+  std::string why;
+  MrEntry* e = implicit_.find(mr, data[last], 1, &why);  // checks the mhandle is this HCA's
+  if (!e) return conn_->fail(ncclInvalidUsage, false, "iflush: " + why);
+  IbFlushRequest* r = flush_pool_.acquire();
+  if (!r) return conn_->fail(ncclInternalError, false,
+                             fmt::format("more than {} flushes in flight", kFlushQueueDepth));
+  ibv_sge sge{reinterpret_cast<uint64_t>(flush_sink_->byte), 1, flush_sink_mr_->mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = kFlushWrId | (flushes_posted_ + 1);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(data[last]);
+  wr.wr.rdma.rkey = e->mr->rkey;
+  ibv_send_wr* bad = nullptr;
+  if (int err = ibv_post_send(qp, &wr, &bad)) {
+    flush_pool_.release(r);
+    return conn_->fail(ncclSystemError, false, fmt::format("ibv_post_send (flush): {}", std::strerror(err)));
+  }
+  r->comm = this;
+  r->ticket = ++flushes_posted_;
+  *request = r;
+  return ncclSuccess;
+}
+
+ncclResult_t IbRecvComm::test(IbFlushRequest* r, int* done) {
+  std::lock_guard lock(conn_->mutex());
+  *done = 0;
+  if (flushes_done_ < r->ticket) {
+    if (ncclResult_t res = progress(); res != ncclSuccess) return res;
+    if (flushes_done_ < r->ticket) return ncclSuccess;
+  }
+  *done = 1;
+  flush_pool_.release(r);
+  return ncclSuccess;
 }
 
 }  // namespace astral::plugin::ib

@@ -39,9 +39,10 @@ class IbTransport final : public Transport {
   net::DeviceProperties properties(int dev) const override {
     net::DeviceProperties p = identity_properties(ports_.at(size_t(dev)));
     p.latency_us = 0;
-    // Host memory only: GPU memory needs GPUDirect (IbPort::gdr / dmabuf) and the flush through a
-    // loopback QP, which this build does not implement.
-    p.ptr_support = NCCL_PTR_HOST;
+    // GPU memory as NCCL's IB transport offers it: CUDA pointers through a peer-memory module,
+    // DMA-BUF where the provider registers it. Flushes are iflush's, when NCCL asks for them.
+    const IbPort& port = ports_.at(size_t(dev));
+    p.ptr_support = NCCL_PTR_HOST | (port.gdr ? NCCL_PTR_CUDA : 0) | (port.dmabuf ? NCCL_PTR_DMABUF : 0);
     p.reg_is_global = true;
     p.force_flush = false;
     p.max_comms = 65536;
@@ -53,14 +54,12 @@ class IbTransport final : public Transport {
 
   ncclResult_t reg_mr(Comm& comm, const net::MemoryRegion& region, void** mhandle) override {
     *mhandle = nullptr;
-    std::shared_ptr<Hca> hca = hca_of(comm);
-    // Properties advertise NCCL_PTR_HOST only (no GPUDirect flush here), so a CUDA or DMA-BUF
-    // registration is NCCL misled or a caller's bug: refused, as the tcp transport refuses it.
-    if (region.type != NCCL_PTR_HOST || region.dmabuf) {
-      ASTRAL_WARN("NET/IB : regMr{}: memory type {} at {} ({} bytes) is not host memory; the ib "
-                  "transport supports NCCL_PTR_HOST only in this build (it does not advertise "
-                  "CUDA or DMA-BUF pointers)", region.dmabuf ? "DmaBuf" : "", region.type,
-                  region.data, region.size);
+    Connection& conn = connection_of(comm);
+    std::shared_ptr<Hca> hca = conn.queues().hca().shared_from_this();
+    if (std::string refused = refusal(conn.queues().port(), region); !refused.empty()) {
+      ASTRAL_WARN("NET/IB : regMr{}: {} at {} ({} bytes): {}", region.dmabuf ? "DmaBuf" : "",
+                  region.type == NCCL_PTR_HOST ? "host memory" : "GPU memory", region.data,
+                  region.size, refused);
       return ncclInternalError;
     }
     std::string why;
@@ -74,6 +73,7 @@ class IbTransport final : public Transport {
     auto* mr = new IbMr;
     mr->hca = hca;
     mr->entry = e;
+    mr->device_memory = region.dmabuf || region.type != NCCL_PTR_HOST;
     *mhandle = mr;
     return ncclSuccess;
   }
@@ -119,10 +119,21 @@ class IbTransport final : public Transport {
     s.plan = plan_inputs(*ctx, traffic_class);
     return s;
   }
-  static std::shared_ptr<Hca> hca_of(Comm& comm) {
-    Connection& c = comm.kind() == Comm::Kind::kSend ? static_cast<IbSendComm&>(comm).connection()
-                                                     : static_cast<IbRecvComm&>(comm).connection();
-    return c.queues().hca().shared_from_this();
+  static Connection& connection_of(Comm& comm) {
+    return comm.kind() == Comm::Kind::kSend ? static_cast<IbSendComm&>(comm).connection()
+                                            : static_cast<IbRecvComm&>(comm).connection();
+  }
+  // Why `port` cannot register `region` ("" when it can): memory the properties did not offer
+  // is NCCL misled or a caller's bug.
+  static std::string refusal(const IbPort& port, const net::MemoryRegion& region) {
+    if (region.dmabuf && !port.dmabuf) {
+      return "this device does not offer DMA-BUF (provider or kernel without it, or ASTRAL_DMABUF_ENABLE=0)";
+    }
+    if (!region.dmabuf && region.type != NCCL_PTR_HOST && !port.gdr) {
+      return fmt::format("memory type {} needs GPUDirect RDMA, and no peer-memory module is loaded "
+                         "(nvidia_peermem; ASTRAL_IB_GDR)", region.type);
+    }
+    return "";
   }
   PlanInputs plan_inputs(const NetContext& ctx, int traffic_class) const;
 

@@ -112,6 +112,10 @@ DeviceSpec parse_device(const json& j, size_t host_index, size_t dev_index, cons
   d.board_id = get_string(j, "board_id", "SOFTHCA_0001", where);
   d.ibdev_path = get_string(j, "ibdev_path", "/sys/class/infiniband/" + d.name, where);
   if (d.ibdev_path.size() >= IBV_SYSFS_PATH_MAX) fail(where + ".ibdev_path", "too long");
+  if (j.contains("dmabuf")) {
+    if (!j.at("dmabuf").is_boolean()) fail(where + ".dmabuf", "expected true or false");
+    d.dmabuf = j.at("dmabuf").get<bool>();
+  }
   d.vendor_id = get_int<uint32_t>(j, "vendor_id", 0, 0, 0xffffff, where);
   d.vendor_part_id = get_int<uint32_t>(j, "vendor_part_id", 0, 0, 0xffffffff, where);
   d.guid = 0x0200'5348'4341'0000ULL | (host_index << 8) | dev_index;  // unique per host/device

@@ -59,6 +59,7 @@ struct PortSpec {
 };
 struct DeviceSpec {
   std::string name, pci, board_id, ibdev_path;
+  bool dmabuf = false;  // ibv_reg_dmabuf_mr works (any fd mmap can map: a memfd stands in)
   uint64_t guid = 0;
   uint32_t vendor_id = 0, vendor_part_id = 0;
   std::vector<PortSpec> ports;
@@ -124,6 +125,8 @@ struct Mr {
   ibv_mr mr{};
   uint64_t iova = 0;
   unsigned access = 0;
+  void* mapping = nullptr;  // a DMA-BUF registration's own mapping of the fd, unmapped at dereg
+  size_t mapping_len = 0;
 };
 struct Channel {
   ibv_comp_channel ch{};

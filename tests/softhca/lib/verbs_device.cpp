@@ -1,8 +1,10 @@
 // Exported verbs: devices, contexts, queries, PDs, MRs, CQs, completion channels, async events.
 // Names and versions follow rdma-core 44 (libibverbs.map); the version script is softhca.map.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -314,21 +316,18 @@ int ibv_dealloc_pd(ibv_pd* pd) {
   return 0;
 }
 
-ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
+namespace {
+
+// The kernel's rules: known flags only, and remote write or atomic access needs local write.
+bool access_invalid(unsigned access) {
   constexpr unsigned known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                              IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING;
-  // The kernel's rule: remote write or atomic access needs local write.
-  bool bad = (access & ~known) ||
-             ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE)) ||
-             (!addr && length);
-  if (bad) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  if (dead(pd->context)) {
-    errno = EIO;
-    return nullptr;
-  }
+  return (access & ~known) ||
+         ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE));
+}
+
+ibv_mr* add_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access, void* mapping,
+               size_t mapping_len) {
   Engine& e = eng();
   auto* m = new Mr;
   std::lock_guard lock(e.mu);
@@ -337,8 +336,24 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, u
   m->mr = ibv_mr{pd->context, pd, addr, length, key, key, key};
   m->iova = iova;
   m->access = access;
+  m->mapping = mapping;
+  m->mapping_len = mapping_len;
   e.mrs[key] = m;
   return &m->mr;
+}
+
+}  // namespace
+
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
+  if (access_invalid(access) || (!addr && length)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (dead(pd->context)) {
+    errno = EIO;
+    return nullptr;
+  }
+  return add_mr(pd, addr, length, iova, access, nullptr, 0);
 }
 
 ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
@@ -349,16 +364,43 @@ ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, in
   return ibv_reg_mr_iova2(pd, addr, length, iova, static_cast<unsigned>(access));
 }
 
-ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
-  errno = EOPNOTSUPP;
-  return nullptr;
+// DMA-BUF: the provider reaches the exporter's memory through the fd, not through the caller's
+// address space. softhca maps the fd itself (any mmap-able fd: a memfd stands in for a GPU's
+// buffer), so data lands where the exporter sees it, and the caller may close the fd right after,
+// as NCCL does. A device without "dmabuf" fails as a provider without the feature does.
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
+  if (!spec_of(to_ctx(pd->context)->dev).dmabuf) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if (access_invalid(static_cast<unsigned>(access))) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (fd < 0) {
+    errno = EBADF;
+    return nullptr;
+  }
+  if (dead(pd->context)) {
+    errno = EIO;
+    return nullptr;
+  }
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  uint64_t start = offset & ~uint64_t(page - 1);
+  size_t mapping_len = std::max<size_t>(length + (offset - start), 1);
+  void* mapping = mmap(nullptr, mapping_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
+  if (mapping == MAP_FAILED) return nullptr;  // errno from mmap: EBADF, ENODEV, EACCES
+  void* addr = static_cast<uint8_t*>(mapping) + (offset - start);
+  return add_mr(pd, addr, length, iova, static_cast<unsigned>(access), mapping, mapping_len);
 }
 
 int ibv_dereg_mr(ibv_mr* mr) {
   Engine& e = eng();
   std::lock_guard lock(e.mu);
   e.mrs.erase(mr->lkey);
-  delete reinterpret_cast<Mr*>(mr);
+  auto* m = reinterpret_cast<Mr*>(mr);
+  if (m->mapping) munmap(m->mapping, m->mapping_len);
+  delete m;
   return 0;
 }
 

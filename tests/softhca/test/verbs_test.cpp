@@ -2,6 +2,7 @@
 // it, data movement (SEND/RECV, WRITE, WRITE_WITH_IMM, READ), and key/bounds/access errors.
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <sys/mman.h>
 
 #include <catch2/catch.hpp>
 #include <cerrno>
@@ -243,6 +244,64 @@ TEST_CASE("a bad rkey or an out-of-bounds write or a missing permission is a rem
   destroy(b);
   ibv_dealloc_pd(pd);
   ibv_close_device(ctx);
+}
+
+// A memfd stands in for a GPU buffer's DMA-BUF: the importer (softhca, like a NIC) reaches the
+// pages through the fd, and the exporter sees the bytes through its own mapping.
+TEST_CASE("DMA-BUF: EOPNOTSUPP without it, EBADF for fd -1 with it, and writes land in the exporter's pages") {
+  ibv_context* plain = open_device("mlx5_1");  // no "dmabuf" in the fabric file
+  ibv_context* ctx = open_device("mlx5_0");
+  REQUIRE((plain && ctx));
+  ibv_pd* plain_pd = ibv_alloc_pd(plain);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  errno = 0;
+  CHECK(ibv_reg_dmabuf_mr(plain_pd, 0, 4096, 0, -1, kAllAccess) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  errno = 0;
+  CHECK(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, kAllAccess) == nullptr);
+  CHECK(errno == EBADF);  // NCCL's probe: "supported, but not this fd"
+
+  constexpr size_t kPages = 3 * 4096, kOffset = 4096 + 100, kLen = 6000;
+  constexpr uint64_t kIova = 0x7f00'0000'0000;
+  int fd = memfd_create("softhca-dmabuf", MFD_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(ftruncate(fd, kPages) == 0);
+  auto* exporter = static_cast<uint8_t*>(mmap(nullptr, kPages, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  REQUIRE(exporter != MAP_FAILED);
+  ibv_mr* mr = ibv_reg_dmabuf_mr(pd, kOffset, kLen, kIova, fd, kAllAccess);
+  REQUIRE(mr);
+  close(fd);  // NCCL closes it right after the call; the registration keeps the pages
+  CHECK(mr->length == kLen);
+  Rc a = make_rc(pd, 8192), b = make_rc(pd, 64);
+  REQUIRE(connect_pair(a, b));
+  fill(a, 0, 2000, 11);
+  REQUIRE(post(a.qp, IBV_WR_RDMA_WRITE, a, 0, 2000, kIova + 16, mr->rkey, 1) == 0);
+  auto wcs = wait_wcs(a.cq, 1);
+  REQUIRE(wcs.size() == 1);
+  CHECK(wcs[0].status == IBV_WC_SUCCESS);
+  CHECK(std::memcmp(exporter + kOffset + 16, a.buf.data(), 2000) == 0);
+  // READ back what the exporter wrote, and a write past the registered length is refused.
+  std::memset(exporter + kOffset + kLen - 64, 0x5a, 64);
+  REQUIRE(post(a.qp, IBV_WR_RDMA_READ, a, 4096, 64, kIova + kLen - 64, mr->rkey, 2) == 0);
+  wcs = wait_wcs(a.cq, 1);
+  REQUIRE(wcs.size() == 1);
+  CHECK(wcs[0].status == IBV_WC_SUCCESS);
+  CHECK(a.buf[4096] == 0x5a);
+  CHECK(a.buf[4096 + 63] == 0x5a);
+  REQUIRE(post(a.qp, IBV_WR_RDMA_WRITE, a, 0, 64, kIova + kLen - 32, mr->rkey, 3) == 0);
+  wcs = wait_wcs(a.cq, 1);
+  REQUIRE(wcs.size() == 1);
+  CHECK(wcs[0].status == IBV_WC_REM_ACCESS_ERR);
+  ibv_async_event ev{};
+  if (wait_async(ctx, ev, 2000)) ibv_ack_async_event(&ev);
+  destroy(a);
+  destroy(b);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  munmap(exporter, kPages);
+  ibv_dealloc_pd(pd);
+  ibv_dealloc_pd(plain_pd);
+  ibv_close_device(ctx);
+  ibv_close_device(plain);
 }
 
 TEST_CASE("a bad lkey is a local protection error and reg_mr checks access flags") {
