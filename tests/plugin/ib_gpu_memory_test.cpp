@@ -87,6 +87,14 @@ void receive_into(const ncclNet_v11_t& net, CommPair pair, void* data, void* mha
   net.deregMr(pair.send, send_mh);
 }
 
+// iflush of one received buffer; *request is poisoned first, so that "left unset" shows.
+ncclResult_t flush_one(const ncclNet_v11_t& net, void* recv_comm, void* data, size_t bytes,
+                       void* mhandle, void** request) {
+  int size = int(bytes);
+  *request = request;
+  return net.iflush(recv_comm, 1, &data, &size, &mhandle, request);
+}
+
 // The loopback QPs (connected to themselves) softhca brought to RTR since `from`.
 size_t loopback_qps_since(std::streamoff from) {
   auto lines = path_log_since(from);
@@ -174,10 +182,8 @@ TEST_CASE("softhca DMA-BUF: received data reaches the exporter's pages and iflus
   void* host_mh = nullptr;
   REQUIRE(p.net.regMr(pair.recv, host.data(), host.size(), NCCL_PTR_HOST, &host_mh) == ncclSuccess);
   receive_into(p.net, pair, host.data(), host_mh, host.size(), 3);
-  void* data = host.data();
-  int size = int(host.size());
-  void* flush = &flush;
-  REQUIRE(p.net.iflush(pair.recv, 1, &data, &size, &host_mh, &flush) == ncclSuccess);
+  void* flush = nullptr;
+  REQUIRE(flush_one(p.net, pair.recv, host.data(), host.size(), host_mh, &flush) == ncclSuccess);
   CHECK(flush == nullptr);
   CHECK(LogCapture::count(NCCL_LOG_WARN, "") == 0);
   p.net.deregMr(pair.recv, host_mh);
@@ -198,10 +204,8 @@ TEST_CASE("softhca: ASTRAL_GDR_FLUSH_DISABLE=1 makes no flush QP and every iflus
   void* mh = gpu.register_on(p.net, pair.recv);
   receive_into(p.net, pair, gpu.device_va, mh, gpu.size, 8);
   CHECK(check_pattern(gpu.exporter, gpu.size, 8) == SIZE_MAX);
-  void* data = gpu.device_va;
-  int size = int(gpu.size);
-  void* flush = &flush;
-  REQUIRE(p.net.iflush(pair.recv, 1, &data, &size, &mh, &flush) == ncclSuccess);
+  void* flush = nullptr;
+  REQUIRE(flush_one(p.net, pair.recv, gpu.device_va, gpu.size, mh, &flush) == ncclSuccess);
   CHECK(flush == nullptr);
   p.net.deregMr(pair.recv, mh);
   p.net.closeSend(pair.send);
@@ -223,10 +227,8 @@ TEST_CASE("softhca: a flush QP gone to error fails the flush and its comm within
   receive_into(p.net, pair, gpu.device_va, mh, gpu.size, 4);
   REQUIRE(softhca_fault(R"({"fault":"qp_error","qpn":)" + std::to_string((*loopback)["qpn"].get<int>()) +
                         "}") == 0);
-  void* data = gpu.device_va;
-  int size = int(gpu.size);
   void* flush = nullptr;
-  ncclResult_t res = p.net.iflush(pair.recv, 1, &data, &size, &mh, &flush);
+  ncclResult_t res = flush_one(p.net, pair.recv, gpu.device_va, gpu.size, mh, &flush);
   auto deadline = Clock::now() + std::chrono::seconds(10);
   while (res == ncclSuccess && flush) {
     REQUIRE(Clock::now() < deadline);
