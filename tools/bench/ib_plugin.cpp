@@ -5,13 +5,15 @@
 //   4 MiB stream bandwidth          plugin >= 0.9x the raw loop
 // The raw side is bench_ib_verbs (next to this program), run on the same fabric, host and device
 // as the plugin side; the plugin side is netbench's two local ranks driving libnccl-net-astral.so
-// through NCCL's net API with ASTRAL_TRANSPORT=ib over softhca. Each side runs --repeat times and
-// reports medians; softhca's absolute speed is context, the ratios are the point.
+// through NCCL's net API with ASTRAL_TRANSPORT=ib over softhca. The sides alternate --repeat
+// times; their medians are compared, each side's best run shown beside. softhca's absolute
+// speed is context, the ratios are the point.
 //
 // Usage: bench_ib_plugin [--repeat 5] [--iters 2000] [--messages 64] [--window 4]
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -81,6 +83,11 @@ bool measure_raw(const Options& o, const std::string& device, RawFigures* raw) {
          raw->stream_gb_per_s > 0;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
 nb::Measurement measure_plugin(nb::Pattern pattern, size_t bytes, int iterations, int window,
                                int repeat) {
   nb::Options o;
@@ -113,22 +120,38 @@ int main(int argc, char** argv) {
   setenv("ASTRAL_SOCKET_IFNAME", "lo", 1);  // the out-of-band channel
   int rc = 1;
   try {
-    RawFigures raw;
-    if (!measure_raw(o, device, &raw)) throw std::runtime_error("the raw verbs run failed (see above)");
-    nb::Measurement ping = measure_plugin(nb::Pattern::kPingPong, 8, o.iters, 1, o.repeat);
-    nb::Measurement stream = measure_plugin(nb::Pattern::kStream, size_t(4) << 20, o.messages,
-                                            o.window, o.repeat);
-    double plugin_rtt = 2 * ping.p50_us;  // netbench reports half the round trip
-    double latency = plugin_rtt / raw.ping_rtt_us;
-    double bandwidth = stream.gb_per_s / raw.stream_gb_per_s;
-    std::printf("softhca %s (one host, two processes), median of %d:\n", device.c_str(), o.repeat);
-    std::printf("  pingpong 8 B:  plugin p50 %.2f us round trip, raw verbs %.2f us, ratio %.2fx "
-                "(target <= 1.3x) %s\n", plugin_rtt, raw.ping_rtt_us, latency,
-                latency <= 1.3 ? "ok" : "ABOVE TARGET");
-    std::printf("  stream 4 MiB:  plugin %.3f GB/s, raw verbs %.3f GB/s, ratio %.2fx "
-                "(target >= 0.9x) %s\n", stream.gb_per_s, raw.stream_gb_per_s, bandwidth,
-                bandwidth >= 0.9 ? "ok" : "BELOW TARGET");
-    bool verified = raw.verified && ping.verified && stream.verified;
+    // Raw and plugin runs alternate, so that both sides see the same machine: softhca's round
+    // trip is bimodal on this 2-core VM (about 55 or 110 us, for both sides, depending on where
+    // the four busy threads of two processes land) and the mode can change between runs. The
+    // targets are checked on the medians; each side's best run is printed beside them.
+    std::vector<double> raw_rtt, raw_gbps, plugin_rtt_us, plugin_gbps;
+    bool verified = true;
+    Options once = o;
+    once.repeat = 1;
+    for (int r = 0; r < o.repeat; ++r) {
+      RawFigures raw;
+      if (!measure_raw(once, device, &raw)) throw std::runtime_error("the raw verbs run failed (see above)");
+      nb::Measurement ping = measure_plugin(nb::Pattern::kPingPong, 8, o.iters, 1, 1);
+      nb::Measurement stream = measure_plugin(nb::Pattern::kStream, size_t(4) << 20, o.messages,
+                                              o.window, 1);
+      raw_rtt.push_back(raw.ping_rtt_us);
+      raw_gbps.push_back(raw.stream_gb_per_s);
+      plugin_rtt_us.push_back(2 * ping.p50_us);  // netbench reports half the round trip
+      plugin_gbps.push_back(stream.gb_per_s);
+      verified = verified && raw.verified && ping.verified && stream.verified;
+    }
+    auto best_low = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+    auto best_high = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+    double latency = median(plugin_rtt_us) / median(raw_rtt);
+    double bandwidth = median(plugin_gbps) / median(raw_gbps);
+    std::printf("softhca %s (one host, two processes), median of %d alternating runs (best):\n",
+                device.c_str(), o.repeat);
+    std::printf("  pingpong 8 B:  plugin p50 %.2f us round trip (%.2f), raw verbs %.2f us (%.2f), "
+                "ratio %.2fx (target <= 1.3x) %s\n", median(plugin_rtt_us), best_low(plugin_rtt_us),
+                median(raw_rtt), best_low(raw_rtt), latency, latency <= 1.3 ? "ok" : "ABOVE TARGET");
+    std::printf("  stream 4 MiB:  plugin %.3f GB/s (%.3f), raw verbs %.3f GB/s (%.3f), ratio %.2fx "
+                "(target >= 0.9x) %s\n", median(plugin_gbps), best_high(plugin_gbps),
+                median(raw_gbps), best_high(raw_gbps), bandwidth, bandwidth >= 0.9 ? "ok" : "BELOW TARGET");
     std::printf("  data checks:   %s\n", verified ? "ok" : "FAILED");
     rc = verified && latency <= 1.3 && bandwidth >= 0.9 ? 0 : 1;
   } catch (const std::exception& e) {

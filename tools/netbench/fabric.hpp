@@ -26,6 +26,11 @@ class Fabric {
   virtual void exchange(const std::vector<Op>& ops) = 0;
   // `count` messages of `bytes` to or from `peer`, up to `window` in flight.
   virtual void stream(int peer, bool send, void* data, size_t bytes, int count, int window) = 0;
+  // `count` round trips of `bytes` with `peer`: the initiator sends `out` and receives into `in`,
+  // the other side receives then answers. `seconds` gets each round trip's time. This default
+  // posts each receive when it is reached (a kernel socket has buffered what came before).
+  virtual void pingpong(int peer, bool initiator, void* out, void* in, size_t bytes, int count,
+                        std::vector<double>* seconds);
 };
 
 // Connects every pair of ranks through the plugin's device `dev`.

@@ -41,15 +41,10 @@ PatternRun pingpong(Fabric& fabric, const PatternSpec& spec, int rank, int ranks
   bool first = rank % 2 == 0;
   std::vector<uint8_t> out(spec.bytes), in(spec.bytes);
   fill(out, rank);
-  std::vector<Op> send = {{partner, true, out.data(), spec.bytes}};
-  std::vector<Op> recv = {{partner, false, in.data(), spec.bytes}};
-  for (int i = 0; i < spec.warmup + spec.iterations; ++i) {
-    auto start = Clock::now();
-    fabric.exchange(first ? send : recv);
-    fabric.exchange(first ? recv : send);
-    if (i >= spec.warmup) run.iteration_s.push_back(since(start));
-    if (i == 0) run.verified = matches(in, partner);
-  }
+  std::vector<double> warmup;
+  fabric.pingpong(partner, first, out.data(), in.data(), spec.bytes, std::max(spec.warmup, 1), &warmup);
+  run.verified = matches(in, partner);
+  fabric.pingpong(partner, first, out.data(), in.data(), spec.bytes, spec.iterations, &run.iteration_s);
   for (double s : run.iteration_s) run.total_s += s;
   return run;
 }
@@ -173,6 +168,18 @@ PatternRun run_pattern(Fabric& fabric, const PatternSpec& spec, int rank, int ra
     case Pattern::kAllReduce: return all_reduce(fabric, spec, rank, ranks);
   }
   return {};
+}
+
+void Fabric::pingpong(int peer, bool initiator, void* out, void* in, size_t bytes, int count,
+                      std::vector<double>* seconds) {
+  std::vector<Op> send = {{peer, true, out, bytes}};
+  std::vector<Op> recv = {{peer, false, in, bytes}};
+  for (int i = 0; i < count; ++i) {
+    auto start = Clock::now();
+    exchange(initiator ? send : recv);
+    exchange(initiator ? recv : send);
+    seconds->push_back(since(start));
+  }
 }
 
 }  // namespace astral::netbench

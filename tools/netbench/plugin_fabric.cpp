@@ -65,23 +65,34 @@ class PluginFabric final : public Fabric {
 
   const char* name() const override { return "plugin"; }
 
-  void exchange(const std::vector<Op>& ops) override {
-    void* requests[2 * 64 * 8];
-    if (ops.size() > std::size(requests)) throw std::runtime_error("netbench: too many ops");
-    size_t pending = ops.size();
-    for (size_t i = 0; i < ops.size(); ++i) requests[i] = post(ops[i]);
-    auto deadline = Clock::now() + timeout_;
-    while (pending > 0) {
-      size_t before = pending;
-      for (size_t i = 0; i < ops.size(); ++i) {
-        if (requests[i] && done(requests[i])) {
-          requests[i] = nullptr;
-          --pending;
-        }
+  // NCCL's proxy posts a receive as soon as its buffer is free, ahead of the data (a raw verbs
+  // loop likewise has its RECV posted): each side posts its next receive as soon as the last
+  // one completed, so the receiver's clear-to-send is off the round trip's path.
+  void pingpong(int peer, bool initiator, void* out, void* in, size_t bytes, int count,
+                std::vector<double>* seconds) override {
+    Op send{peer, true, out, bytes}, recv{peer, false, in, bytes};
+    void* receive = post(recv);
+    for (int i = 0; i < count; ++i) {
+      bool more = i + 1 < count;
+      auto start = Clock::now();
+      if (initiator) {
+        // Both at once: a send may move only when tested (ib matches it to a clear-to-send then).
+        wait({post(send), receive});
+        if (more) receive = post(recv);
+      } else {
+        wait({receive});
+        if (more) receive = post(recv);
+        wait({post(send)});
       }
-      if (pending == before) idle();
-      if (pending > 0 && Clock::now() > deadline) timed_out();
+      seconds->push_back(std::chrono::duration<double>(Clock::now() - start).count());
     }
+  }
+
+  void exchange(const std::vector<Op>& ops) override {
+    std::vector<void*> requests;
+    requests.reserve(ops.size());
+    for (const Op& op : ops) requests.push_back(post(op));
+    wait(std::move(requests));
   }
 
   void stream(int peer, bool send, void* data, size_t bytes, int count, int window) override {
@@ -140,6 +151,19 @@ class PluginFabric final : public Fabric {
       if (!request && Clock::now() > deadline) timed_out();
     }
     return request;
+  }
+
+  // Tests every request until all are done.
+  void wait(std::vector<void*> requests) {
+    auto deadline = Clock::now() + timeout_;
+    for (size_t pending = requests.size(); pending > 0;) {
+      size_t before = pending;
+      for (void*& r : requests) {
+        if (r && done(r)) r = nullptr, --pending;
+      }
+      if (pending == before) idle();
+      if (pending > 0 && Clock::now() > deadline) timed_out();
+    }
   }
 
   bool done(void* request) {
