@@ -24,6 +24,11 @@ MemoryEstimate estimate_memory(const Workload& work, int stage) {
   m.gradients = all * (c.fp32_grad_reduce ? 4.0 : 2.0);
   const double state = 12.0;  // fp32 master weights + Adam m and v
   m.optimizer = c.distributed_optimizer ? state * (params.dense / ddp + params.expert / edp) : state * all;
+  // FP8 (Transformer Engine): each linear weight is cast once per step and the cast kept for
+  // every micro-batch's forward and backward, in both layouts on Hopper, whose FP8 GEMMs take
+  // only one: rowwise for the forward GEMM, a transposed (columnwise) copy for the data
+  // gradient. 1 byte each.
+  if (c.dtype == DType::kFp8) m.fp8_weights = params.linear * 2.0;
 
   // Activations: every chunk-micro-batch a stage has started forward but not yet finished
   // backward holds its saved tensors. In 1F1B that peaks right after the warm-up.
@@ -60,6 +65,7 @@ nlohmann::json to_json(const MemoryEstimate& m) {
           {"weights_gib", m.weights / kGiB},
           {"gradients_gib", m.gradients / kGiB},
           {"optimizer_gib", m.optimizer / kGiB},
+          {"fp8_weights_gib", m.fp8_weights / kGiB},
           {"activations_gib", m.activations / kGiB},
           {"workspace_gib", m.workspace / kGiB},
           {"reserved_gib", m.reserved / kGiB},

@@ -49,10 +49,11 @@ std::string format_prediction(const ModelSpec& model, const HardwareSpec& hw, co
   const auto& m = p.memory;
   o += fmt::format("memory      {:.1f} GiB of {:.1f} GiB per GPU (stage {}{}){}\n", m.total() / kGiB, m.capacity / kGiB,
                    m.stage, m.stage == 0 ? ", most activations" : "", m.fits() ? "" : "  DOES NOT FIT");
-  o += fmt::format("            weights {:.1f}, gradients {:.1f}, optimizer {:.1f}, activations {:.1f} ({} in flight), "
-                   "workspace {:.1f}, reserved {:.1f}\n",
-                   m.weights / kGiB, m.gradients / kGiB, m.optimizer / kGiB, m.activations / kGiB,
-                   m.microbatches_in_flight, m.workspace / kGiB, m.reserved / kGiB);
+  o += fmt::format("            weights {:.1f}, gradients {:.1f}, optimizer {:.1f}, {}activations {:.1f} ({} in "
+                   "flight), workspace {:.1f}, reserved {:.1f}\n",
+                   m.weights / kGiB, m.gradients / kGiB, m.optimizer / kGiB,
+                   m.fp8_weights > 0 ? fmt::format("fp8 weight casts {:.1f}, ", m.fp8_weights / kGiB) : "",
+                   m.activations / kGiB, m.microbatches_in_flight, m.workspace / kGiB, m.reserved / kGiB);
   o += fmt::format("layer       {} forward, {} backward per micro-batch\n", seconds(p.layer_forward),
                    seconds(p.layer_backward));
   const auto& b = p.breakdown;

@@ -482,6 +482,8 @@ Workload::StageParams Workload::stage_params(int stage) const {
     p.dense += dense * (model_.attention_params() + model_.dense_mlp_params()) / t;
     p.dense += moe * (model_.attention_params() / t + double(model_.hidden) * model_.experts);
     p.expert += moe * model_.expert_params() * model_.experts / config_.ep;
+    p.linear += dense * (model_.attention_params() + model_.dense_mlp_params()) / t +
+                moe * (model_.attention_params() / t + model_.expert_params() * model_.experts / config_.ep);
   }
   // Embedding on the first stage; the output layer (or the tied copy) on the last.
   if (stage == 0) p.dense += model_.embedding_params() / t;

@@ -97,6 +97,13 @@ TEST_CASE("FP8 GEMMs run at the FP8 peak but pay for their casts, and hardware w
   Prediction pb = predict(m, hw, net, bf16, 64), pf = predict(m, hw, net, fp8, 64);
   CHECK(pf.step_time < pb.step_time);
   CHECK(pf.step_time > 0.5 * pb.step_time);
+  // The cached casts: 2 bytes per linear weight (both layouts), nothing in BF16.
+  CHECK(pb.memory.fp8_weights == 0);
+  Workload::StageParams sp = wf.stage_params(pf.memory.stage);
+  CHECK(sp.linear < sp.dense + sp.expert);  // the embedding is not cast
+  CHECK(sp.linear > 0.9 * (sp.dense + sp.expert));
+  CHECK(pf.memory.fp8_weights == Approx(2 * sp.linear));
+  CHECK(pf.memory.total() == Approx(pb.memory.total() + pf.memory.fp8_weights));
   // An A100 has no FP8 tensor cores.
   HardwareSpec a100 = load_hardware("a100-80gb");
   CHECK_THROWS_WITH(predict(m, a100, uniform_network(a100, 64), fp8, 64),

@@ -37,12 +37,15 @@ struct MemoryEstimate {
   double weights = 0;       // bytes
   double gradients = 0;
   double optimizer = 0;
+  double fp8_weights = 0;   // dtype fp8: the cached casts of the linear weights
   double activations = 0;   // saved for backward, all micro-batches in flight
   double workspace = 0;     // transient peak (recompute working set, logits)
   double reserved = 0;      // CUDA context, NCCL buffers, allocator slack
   double capacity = 0;
   int microbatches_in_flight = 0;
-  double total() const { return weights + gradients + optimizer + activations + workspace + reserved; }
+  double total() const {
+    return weights + gradients + optimizer + fp8_weights + activations + workspace + reserved;
+  }
   bool fits() const { return total() <= capacity; }
 };
 

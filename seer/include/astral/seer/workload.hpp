@@ -86,6 +86,8 @@ class Workload {
   struct StageParams {
     double dense = 0;
     double expert = 0;
+    double linear = 0;  // of those, the layers' linear weights (FP8 casts them; not embedding,
+                        // output or router)
   };
   StageParams stage_params(int stage) const;
   // Layers of chunk `chunk` on `stage` (interleaved order; first and last stages may differ,
