@@ -68,15 +68,15 @@ class Queues {
   const FatalFlag& fatal() const { return fatal_; }
 
  private:
-  std::shared_ptr<Hca> hca_;
-  IbPort port_;
-  FatalFlag fatal_;
   // A new RC QP on the CQ, in INIT; null with `why`.
   ibv_qp* create_qp(int send_depth, int recv_depth, std::string* why);
   // INIT -> RTR -> RTS toward `dest_qpn` at `ah`.
   bool bring_up(ibv_qp* qp, uint32_t dest_qpn, const ibv_ah_attr& ah, ibv_mtu mtu,
                 const IbConfig& config, std::string* why);
 
+  std::shared_ptr<Hca> hca_;
+  IbPort port_;
+  FatalFlag fatal_;
   ibv_cq* cq_ = nullptr;
   std::vector<ibv_qp*> qps_;
   ibv_qp* flush_qp_ = nullptr;
