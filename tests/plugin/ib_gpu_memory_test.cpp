@@ -192,6 +192,31 @@ TEST_CASE("softhca DMA-BUF: received data reaches the exporter's pages and iflus
   p.net.closeRecv(pair.recv);
 }
 
+// With peer memory (nvidia_peermem), NCCL registers CUDA pointers with plain regMr. softhca cannot
+// tell a device pointer from host memory, so host memory stands in: what is checked is the path
+// (accepted as GPU memory, flushed), not GPU memory itself.
+TEST_CASE("softhca: with peer memory, a CUDA-pointer registration takes data and its receives are flushed",
+          "[plugin][ib]") {
+  GpuEnv env;
+  ScopedEnv gdr("ASTRAL_IB_GDR", "1");
+  ScopedEnv dmabuf("ASTRAL_DMABUF_ENABLE", "0");
+  PluginContext p;
+  REQUIRE(ptr_support(p.net, 2) == (NCCL_PTR_HOST | NCCL_PTR_CUDA));
+  CommPair pair = connect_pair(p.net, p.ctx, 2);  // mlx5_2: peer memory only
+  std::vector<uint8_t> device(256 << 10);
+  void* mh = nullptr;
+  REQUIRE(p.net.regMr(pair.recv, device.data(), device.size(), NCCL_PTR_CUDA, &mh) == ncclSuccess);
+  receive_into(p.net, pair, device.data(), mh, device.size(), 6);
+  CHECK(check_pattern(device.data(), device.size(), 6) == SIZE_MAX);
+  void* flush = nullptr;
+  REQUIRE(flush_one(p.net, pair.recv, device.data(), device.size(), mh, &flush) == ncclSuccess);
+  REQUIRE(flush != nullptr);
+  REQUIRE(wait_request(p.net, flush, nullptr, 10) == ncclSuccess);
+  p.net.deregMr(pair.recv, mh);
+  p.net.closeSend(pair.send);
+  p.net.closeRecv(pair.recv);
+}
+
 TEST_CASE("softhca: ASTRAL_GDR_FLUSH_DISABLE=1 makes no flush QP and every iflush complete at once",
           "[plugin][ib]") {
   GpuEnv env;
