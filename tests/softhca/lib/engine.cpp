@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -227,6 +228,9 @@ void Engine::close_context(Context* c) {
   conns_.clear();
   conn_by_path_.clear();
   for (auto& [key, q] : qps) q->req_conn = 0;
+  // Once every context is closed, a device that went fatal comes back for the next open, as a
+  // reset mlx5 device does for processes that reopen it.
+  std::fill(fatal.begin(), fatal.end(), false);
   close(listen_fd_);
   close(ctl_fd_);
   close(wake_fd_);

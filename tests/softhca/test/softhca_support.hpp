@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +64,9 @@ struct Rc {
 };
 
 inline Rc make_rc(ibv_pd* pd, size_t bytes, unsigned mr_access = kAllAccess, int cqe = 256) {
+  // A device fatal stays for the process: run as one process (not one case per CTest entry), a
+  // later test on that device gets no PD, and fails here rather than crashing.
+  if (!pd) throw std::runtime_error("make_rc: no protection domain (ibv_alloc_pd failed)");
   Rc r;
   r.buf.assign(bytes, 0);
   r.mr = ibv_reg_mr(pd, r.buf.data(), bytes, static_cast<int>(mr_access));

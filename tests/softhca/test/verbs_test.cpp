@@ -254,6 +254,7 @@ TEST_CASE("DMA-BUF: EOPNOTSUPP without it, EBADF for fd -1 with it, and writes l
   REQUIRE((plain && ctx));
   ibv_pd* plain_pd = ibv_alloc_pd(plain);
   ibv_pd* pd = ibv_alloc_pd(ctx);
+  REQUIRE((plain_pd && pd));
   errno = 0;
   CHECK(ibv_reg_dmabuf_mr(plain_pd, 0, 4096, 0, -1, kAllAccess) == nullptr);
   CHECK(errno == EOPNOTSUPP);
