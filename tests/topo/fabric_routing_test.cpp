@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
+#include <thread>
 
 using namespace astral::topo;
 
@@ -217,6 +218,44 @@ TEST_CASE("routes avoid links that are down, a dual-ToR NIC fails over to its ot
   path.clear();
   CHECK_FALSE(PathSelector(none, RoutingPolicy{}).route_nics(0, 0, 200, 0, 0, 5, path));
   CHECK(path.empty());
+}
+
+// The plugin builds a leaf's table when a connection first routes toward it; the tables must be
+// exactly the eager ones, also when several threads ask at once (the ASan run checks the memory).
+TEST_CASE("on-demand route tables equal the eager ones, built concurrently on first use") {
+  Fabric f = make(FabricKind::kFatTree, 4096, 64);  // three tiers: up, across and down groups
+  Router eager(f);
+  Router lazy(f, RouteTables::kOnDemand);
+  REQUIRE(lazy.leaf_count() == eager.leaf_count());
+  const int switches = int(f.switches().size());
+  auto same_leaf = [&](int leaf) {
+    for (int sw = 0; sw < switches; ++sw) {
+      auto a = eager.next_hops(sw, leaf), b = lazy.next_hops(sw, leaf);
+      if (eager.hops(sw, leaf) != lazy.hops(sw, leaf) || a.size() != b.size()) return false;
+      for (size_t k = 0; k < a.size(); ++k) {
+        if (a[k].resource != b[k].resource || a[k].next_switch != b[k].next_switch) return false;
+      }
+    }
+    return true;
+  };
+  std::vector<int> mismatched(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {  // every thread walks every leaf, from a different start
+      for (int i = 0; i < lazy.leaf_count(); ++i) {
+        if (!same_leaf((i + t * 7) % lazy.leaf_count())) ++mismatched[size_t(t)];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(mismatched == std::vector<int>(4, 0));
+  // Paths come out the same through either.
+  long eager_total = 0, lazy_total = 0;
+  auto a = eager.candidates(0, f.gpu_count() - 1, 100, &eager_total);
+  auto b = lazy.candidates(0, f.gpu_count() - 1, 100, &lazy_total);
+  CHECK(eager_total == lazy_total);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].switch_links == b[i].switch_links);
 }
 
 TEST_CASE("routing names parse and print") {

@@ -5,29 +5,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
-#include <unordered_map>
+#include <unordered_set>
 
 namespace astral::topo {
-namespace {
-
-struct VectorHash {
-  size_t operator()(const std::vector<NextHop>& v) const {
-    std::uint64_t h = v.size();
-    for (const NextHop& n : v) h = mix64(h ^ std::uint64_t(n.resource));
-    return size_t(h);
-  }
-};
-struct VectorEq {
-  bool operator()(const std::vector<NextHop>& a, const std::vector<NextHop>& b) const {
-    return a.size() == b.size() &&
-           std::equal(a.begin(), a.end(), b.begin(), [](const NextHop& x, const NextHop& y) {
-             return x.resource == y.resource;
-           });
-  }
-};
-
-}  // namespace
 
 std::optional<RoutingPolicy> parse_routing(std::string_view text) {
   RoutingPolicy p;
@@ -53,10 +35,43 @@ std::string routing_name(const RoutingPolicy& p) {
   return p.choice == PathChoice::kPinned ? "pinned" : "ecmp";
 }
 
-Router::Router(const Fabric& fabric) : fabric_(fabric), switch_count_(int(fabric.switches().size())) {
+// ECMP groups are shared: a leaf's group of uplinks is the same toward every other leaf. Each
+// distinct group is stored once, in a deque, so the spans handed out never move.
+struct Router::GroupStore {
+  struct GroupHash {
+    size_t operator()(std::span<const NextHop> v) const {
+      std::uint64_t h = v.size();
+      for (const NextHop& n : v) h = mix64(h ^ std::uint64_t(n.resource));
+      return size_t(h);
+    }
+  };
+  struct GroupEq {
+    bool operator()(std::span<const NextHop> a, std::span<const NextHop> b) const {
+      return a.size() == b.size() &&
+             std::equal(a.begin(), a.end(), b.begin(), [](const NextHop& x, const NextHop& y) {
+               return x.resource == y.resource;
+             });
+    }
+  };
+  std::mutex mutex;  // builds of different leaves (RouteTables::kOnDemand) may run concurrently
+  std::deque<std::vector<NextHop>> groups;
+  std::unordered_set<std::span<const NextHop>, GroupHash, GroupEq> ids;  // views of `groups`
+};
+
+Router::Router(const Fabric& fabric, RouteTables tables)
+    : fabric_(fabric), switch_count_(int(fabric.switches().size())), groups_(std::make_unique<GroupStore>()) {
   build_ports();
-  build_tables();
+  build_adjacency();
+  routes_.resize(leaves_.size());
+  if (tables == RouteTables::kOnDemand) {
+    built_ = std::make_unique<std::once_flag[]>(leaves_.size());
+    return;
+  }
+  for (size_t t = 0; t < leaves_.size(); ++t) build_leaf(int(t));
+  all_built_ = true;
 }
+
+Router::~Router() = default;
 
 void Router::build_ports() {
   const auto& profiles = fabric_.profiles();
@@ -116,57 +131,56 @@ void Router::build_ports() {
   }
 }
 
-void Router::build_tables() {
+void Router::build_adjacency() {
   // Switch adjacency over links that are up.
-  std::vector<int> adj_offset(switch_count_ + 1, 0);
+  adj_offset_.assign(switch_count_ + 1, 0);
   const auto& links = fabric_.links();
   for (const Link& l : links)
-    if (!l.a.is_host() && l.state == LinkState::kUp) adj_offset[l.a.sw + 1]++, adj_offset[l.b.sw + 1]++;
-  for (int s = 0; s < switch_count_; ++s) adj_offset[s + 1] += adj_offset[s];
-  std::vector<NextHop> adj(adj_offset.back());
-  std::vector<int> fill(adj_offset.begin(), adj_offset.end() - 1);
+    if (!l.a.is_host() && l.state == LinkState::kUp) adj_offset_[l.a.sw + 1]++, adj_offset_[l.b.sw + 1]++;
+  for (int s = 0; s < switch_count_; ++s) adj_offset_[s + 1] += adj_offset_[s];
+  adj_.resize(adj_offset_.back());
+  std::vector<int> fill(adj_offset_.begin(), adj_offset_.end() - 1);
   for (size_t i = 0; i < links.size(); ++i) {
     const Link& l = links[i];
     if (l.a.is_host() || l.state != LinkState::kUp) continue;
-    adj[fill[l.a.sw]++] = {link_resource(int(i), true), l.b.sw};
-    adj[fill[l.b.sw]++] = {link_resource(int(i), false), l.a.sw};
+    adj_[fill[l.a.sw]++] = {link_resource(int(i), true), l.b.sw};
+    adj_[fill[l.b.sw]++] = {link_resource(int(i), false), l.a.sw};
   }
+}
 
-  size_t leaves = leaves_.size();
-  dist_.assign(leaves * switch_count_, kUnreachable);
-  group_of_.assign(size_t(switch_count_) * leaves, -1);
-  group_offset_ = {0};
-  std::unordered_map<std::vector<NextHop>, int, VectorHash, VectorEq> group_ids;
+// One destination leaf's table: a BFS from it over the switches, then each switch's group of
+// next hops one step closer.
+void Router::build_leaf(int leaf) const {
+  auto r = std::make_unique<LeafRoutes>();
+  r->dist.assign(switch_count_, kUnreachable);
+  r->next.assign(switch_count_, {});
+  std::vector<std::uint8_t>& d = r->dist;
   std::vector<int> queue(switch_count_);
-  std::vector<NextHop> members;
-  for (size_t t = 0; t < leaves; ++t) {
-    std::uint8_t* d = &dist_[t * switch_count_];
-    size_t head = 0, tail = 0;
-    d[leaves_[t]] = 0;
-    queue[tail++] = leaves_[t];
-    while (head < tail) {
-      int s = queue[head++];
-      for (int k = adj_offset[s]; k < adj_offset[s + 1]; ++k) {
-        int n = adj[k].next_switch;
-        if (d[n] == kUnreachable && d[s] + 1 < kUnreachable) {
-          d[n] = std::uint8_t(d[s] + 1);
-          queue[tail++] = n;
-        }
+  size_t head = 0, tail = 0;
+  d[leaves_[leaf]] = 0;
+  queue[tail++] = leaves_[leaf];
+  while (head < tail) {
+    int s = queue[head++];
+    for (int k = adj_offset_[s]; k < adj_offset_[s + 1]; ++k) {
+      int n = adj_[k].next_switch;
+      if (d[n] == kUnreachable && d[s] + 1 < kUnreachable) {
+        d[n] = std::uint8_t(d[s] + 1);
+        queue[tail++] = n;
       }
-    }
-    for (int s = 0; s < switch_count_; ++s) {
-      if (d[s] == kUnreachable || d[s] == 0) continue;
-      members.clear();
-      for (int k = adj_offset[s]; k < adj_offset[s + 1]; ++k)
-        if (d[adj[k].next_switch] + 1 == d[s]) members.push_back(adj[k]);
-      auto [it, fresh] = group_ids.emplace(members, int(group_offset_.size()) - 1);
-      if (fresh) {
-        hops_.insert(hops_.end(), members.begin(), members.end());
-        group_offset_.push_back(int(hops_.size()));
-      }
-      group_of_[t * switch_count_ + s] = it->second;
     }
   }
+  std::vector<NextHop> members;
+  std::lock_guard lock(groups_->mutex);
+  for (int s = 0; s < switch_count_; ++s) {
+    if (d[s] == kUnreachable || d[s] == 0) continue;
+    members.clear();
+    for (int k = adj_offset_[s]; k < adj_offset_[s + 1]; ++k)
+      if (d[adj_[k].next_switch] + 1 == d[s]) members.push_back(adj_[k]);
+    auto it = groups_->ids.find(std::span<const NextHop>(members));
+    if (it == groups_->ids.end()) it = groups_->ids.insert(std::span<const NextHop>(groups_->groups.emplace_back(members))).first;
+    r->next[s] = *it;
+  }
+  routes_[leaf] = std::move(r);
 }
 
 double Router::resource_gbps(int resource) const {

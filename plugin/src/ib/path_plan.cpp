@@ -320,7 +320,8 @@ std::shared_ptr<const FabricModel> FabricModel::from_json(const nlohmann::json& 
       if (error) *error = hash_error;
       return nullptr;
     }
-    m->router_ = std::make_unique<topo::Router>(*m->fabric_);
+    // Routes toward the leaves this process's peers sit on only: a 131K-GPU fabric has 1,024 leaves.
+    m->router_ = std::make_unique<topo::Router>(*m->fabric_, topo::RouteTables::kOnDemand);
     if (m->hash_) {
       topo::RoutingPolicy policy;
       policy.seed = m->hash_->seed;

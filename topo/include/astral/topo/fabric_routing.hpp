@@ -7,6 +7,8 @@
 // The flow simulator sees the fabric as resources: each direction of each link, plus each GPU's
 // NVLink egress and ingress into the NVSwitch domain.
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -76,11 +78,20 @@ struct PathCandidate {
   std::vector<int> switches;      // switches visited, leaf to leaf
 };
 
+// Which ECMP tables a Router builds up front. A table is one destination leaf's: a BFS over the
+// switches (about 1 ms per leaf at 131K GPUs). The simulator needs all of them; a process that
+// routes its own connections only (the NCCL plugin's path planner) needs the few leaves its peers
+// sit on, and builds those on first use (thread-safe).
+enum class RouteTables { kAll, kOnDemand };
+
 class Router {
  public:
   // Builds the ECMP tables from the fabric's current link states (a down link carries nothing and
   // is left out of every group, as after routing converges).
-  explicit Router(const Fabric& fabric);
+  explicit Router(const Fabric& fabric, RouteTables tables = RouteTables::kAll);
+  ~Router();
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
 
   const Fabric& fabric() const { return fabric_; }
 
@@ -118,11 +129,7 @@ class Router {
   // What destination-based pinning spreads a leaf's flows by beyond the first stage (see build).
   int leaf_pin_key(int leaf) const { return leaf_pin_key_[leaf]; }
   // Next hops from `sw` toward leaf index `leaf`; empty when unreachable or sw is that leaf.
-  std::span<const NextHop> next_hops(int sw, int leaf) const {
-    int g = group_of_[size_t(leaf) * switch_count_ + sw];
-    if (g < 0) return {};
-    return {hops_.data() + group_offset_[g], size_t(group_offset_[g + 1] - group_offset_[g])};
-  }
+  std::span<const NextHop> next_hops(int sw, int leaf) const { return routes(leaf).next[sw]; }
   bool reachable(int sw, int leaf) const { return dist(leaf, sw) != kUnreachable; }
   int hops(int sw, int leaf) const { return dist(leaf, sw); }
 
@@ -134,9 +141,21 @@ class Router {
 
  private:
   static constexpr std::uint8_t kUnreachable = 255;
-  std::uint8_t dist(int leaf, int sw) const { return dist_[size_t(leaf) * switch_count_ + sw]; }
+  // Toward one destination leaf: switch hops from every switch, and its ECMP group (empty when
+  // unreachable or the switch is that leaf). Spans point into groups_, which never move.
+  struct LeafRoutes {
+    std::vector<std::uint8_t> dist;
+    std::vector<std::span<const NextHop>> next;
+  };
+  struct GroupStore;
+  const LeafRoutes& routes(int leaf) const {
+    if (!all_built_) std::call_once(built_[leaf], [&] { build_leaf(leaf); });
+    return *routes_[leaf];
+  }
+  std::uint8_t dist(int leaf, int sw) const { return routes(leaf).dist[sw]; }
   void build_ports();
-  void build_tables();
+  void build_adjacency();
+  void build_leaf(int leaf) const;
   void enumerate(int sw, int leaf, std::vector<int>& links, std::vector<int>& sws,
                  std::vector<std::pair<std::vector<int>, std::vector<int>>>& out, size_t limit) const;
   long count_paths(int sw, int leaf) const;
@@ -155,10 +174,12 @@ class Router {
   std::vector<int> leaves_;                        // switch index per leaf index
   std::vector<int> leaf_index_;                    // per switch
   std::vector<int> leaf_pin_key_;                  // per leaf index
-  std::vector<std::uint8_t> dist_;                 // [leaf][switch] switch hops, kUnreachable
-  std::vector<int> group_of_;  // [leaf][switch] -> group, -1 none (leaf-major: flows to one leaf come in runs)
-  std::vector<int> group_offset_;                  // CSR into hops_
-  std::vector<NextHop> hops_;
+  std::vector<int> adj_offset_;                    // switch adjacency over links that are up (CSR)
+  std::vector<NextHop> adj_;
+  bool all_built_ = false;
+  mutable std::unique_ptr<std::once_flag[]> built_;           // per leaf, RouteTables::kOnDemand
+  mutable std::vector<std::unique_ptr<LeafRoutes>> routes_;   // per leaf; set once
+  mutable std::unique_ptr<GroupStore> groups_;                // distinct groups, shared by leaves
 };
 
 // A Router bound to one routing policy: picks the path of each QP. Cheap to make; copyable.
