@@ -415,7 +415,7 @@ double estimate_memory_gib(const topo::Fabric& f, const FlowSimOptions& o) {
   double gpus = f.gpu_count(), resources = 2 * links + 2 * gpus;
   int per_host = 1;
   for (const auto& p : f.profiles()) per_host = std::max(per_host, p.gpus);
-  double bytes = leaves * switches * 5       // Router: distance and group tables
+  double bytes = leaves * switches * 17      // Router: distance and next-hop span per (leaf, switch)
                  + 2 * (links * 48 + f.hosts().size() * 64.0 + switches * 96)  // fabric + faulted copy
                  + resources * (16 * 2 + 8 + 4 + 8)  // loads (and a copy), capacity, class hits, plot
                  + gpus * (32 + 8.0 * per_host + 2 * 100)  // endpoint demands, NVLink, class sides
