@@ -149,8 +149,7 @@ TEST_CASE("softhca: regMr refuses GPU memory its device did not offer, with a WA
   CHECK(LogCapture::count(NCCL_LOG_WARN, "regMrDmaBuf: GPU memory") == 1);
   CHECK(LogCapture::count(NCCL_LOG_WARN, "does not offer DMA-BUF") == 1);
   exchange_one_message(p.net, pair);  // the comms are unharmed
-  p.net.closeSend(pair.send);
-  p.net.closeRecv(pair.recv);
+  close_pair(p.net, pair);
 }
 
 TEST_CASE("softhca DMA-BUF: received data reaches the exporter's pages and iflush reads through a "
@@ -188,8 +187,7 @@ TEST_CASE("softhca DMA-BUF: received data reaches the exporter's pages and iflus
   CHECK(LogCapture::count(NCCL_LOG_WARN, "") == 0);
   p.net.deregMr(pair.recv, host_mh);
   p.net.deregMr(pair.recv, mh);
-  p.net.closeSend(pair.send);
-  p.net.closeRecv(pair.recv);
+  close_pair(p.net, pair);
 }
 
 // With peer memory (nvidia_peermem), NCCL registers CUDA pointers with plain regMr. softhca cannot
@@ -213,8 +211,7 @@ TEST_CASE("softhca: with peer memory, a CUDA-pointer registration takes data and
   REQUIRE(flush != nullptr);
   REQUIRE(wait_request(p.net, flush, nullptr, 10) == ncclSuccess);
   p.net.deregMr(pair.recv, mh);
-  p.net.closeSend(pair.send);
-  p.net.closeRecv(pair.recv);
+  close_pair(p.net, pair);
 }
 
 TEST_CASE("softhca: ASTRAL_GDR_FLUSH_DISABLE=1 makes no flush QP and every iflush complete at once",
@@ -233,8 +230,7 @@ TEST_CASE("softhca: ASTRAL_GDR_FLUSH_DISABLE=1 makes no flush QP and every iflus
   REQUIRE(flush_one(p.net, pair.recv, gpu.device_va, gpu.size, mh, &flush) == ncclSuccess);
   CHECK(flush == nullptr);
   p.net.deregMr(pair.recv, mh);
-  p.net.closeSend(pair.send);
-  p.net.closeRecv(pair.recv);
+  close_pair(p.net, pair);
 }
 
 TEST_CASE("softhca: a flush QP gone to error fails the flush and its comm within a bound, one WARN",
@@ -265,6 +261,5 @@ TEST_CASE("softhca: a flush QP gone to error fails the flush and its comm within
   CHECK(res != ncclSuccess);
   CHECK(LogCapture::count(NCCL_LOG_WARN, "receive connection") == 1);
   p.net.deregMr(pair.recv, mh);
-  p.net.closeSend(pair.send);
-  p.net.closeRecv(pair.recv);
+  close_pair(p.net, pair);
 }

@@ -102,11 +102,6 @@ ncclResult_t complete(const ncclNet_v11_t& net, void* target, int* sizes,
   }
 }
 
-void close_pair(const ncclNet_v11_t& net, CommPair pair) {
-  CHECK(net.closeSend(pair.send) == ncclSuccess);
-  CHECK(net.closeRecv(pair.recv) == ncclSuccess);
-}
-
 }  // namespace
 
 TEST_CASE("one thread interleaves connect, accept, sends and receives", "[plugin][transfer]") {

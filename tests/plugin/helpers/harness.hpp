@@ -193,6 +193,14 @@ inline CommPair connect_pair(const ncclNet_v11_t& net, void* ctx, int dev = 0,
   return pair;
 }
 
+// Closes both comms of `pair`; throws unless both closes succeed.
+inline void close_pair(const ncclNet_v11_t& net, CommPair pair) {
+  ncclResult_t send = net.closeSend(pair.send), recv = net.closeRecv(pair.recv);
+  if (send != ncclSuccess || recv != ncclSuccess) {
+    throw std::runtime_error("closeSend/closeRecv failed: " + LogCapture::dump());
+  }
+}
+
 // One 8-byte message through `pair`, checked; throws on any failure.
 inline void exchange_one_message(const ncclNet_v11_t& net, CommPair pair) {
   uint64_t out = 0xfeedface12345678ULL, in = 0;
