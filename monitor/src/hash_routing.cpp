@@ -31,7 +31,8 @@ std::shared_ptr<const HashRouting> HashRouting::from_json(const nlohmann::json& 
   }
   std::shared_ptr<HashRouting> r(new HashRouting());
   r->fabric_ = std::make_unique<topo::Fabric>(std::move(fabric));
-  r->router_ = std::make_unique<topo::Router>(*r->fabric_);
+  // Tables toward the leaves of the connections the evidence names only, built as they are asked.
+  r->router_ = std::make_unique<topo::Router>(*r->fabric_, topo::RouteTables::kOnDemand);
   r->selector_ = std::make_unique<topo::PathSelector>(*r->router_, policy);
   return r;
 }
