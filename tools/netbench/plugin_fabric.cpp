@@ -6,7 +6,9 @@
 #include <cstring>
 #include <deque>
 #include <fmt/format.h>
+#include <map>
 #include <stdexcept>
+#include <tuple>
 
 #include "netbench/fabric.hpp"
 
@@ -55,6 +57,7 @@ class PluginFabric final : public Fabric {
   }
 
   ~PluginFabric() override {
+    for (const auto& [key, mh] : mhandles_) net_.deregMr(std::get<0>(key), mh);
     for (void* c : send_) {
       if (c) net_.closeSend(c);
     }
@@ -139,14 +142,17 @@ class PluginFabric final : public Fabric {
     auto deadline = Clock::now() + timeout_;
     while (!request) {  // a null request means "not now": retry, as NCCL does
       if (op.send) {
-        check(net_.isend(send_[op.peer], op.data, op.bytes, rank_, nullptr, nullptr, &request),
+        void* comm = send_[op.peer];
+        check(net_.isend(comm, op.data, op.bytes, rank_, mhandle(comm, op.data, op.bytes), nullptr,
+                         &request),
               "isend");
       } else {
         void* data = op.data;
         size_t size = op.bytes;
         int tag = op.peer;
-        check(net_.irecv(recv_[op.peer], 1, &data, &size, &tag, nullptr, nullptr, &request),
-              "irecv");
+        void* comm = recv_[op.peer];
+        void* mh = mhandle(comm, op.data, op.bytes);
+        check(net_.irecv(comm, 1, &data, &size, &tag, &mh, nullptr, &request), "irecv");
       }
       if (!request && Clock::now() > deadline) timed_out();
     }
@@ -166,6 +172,17 @@ class PluginFabric final : public Fabric {
     }
   }
 
+  // NCCL registers every buffer it hands the plugin, once per comm (regMr); so does netbench.
+  void* mhandle(void* comm, void* data, size_t bytes) {
+    if (bytes == 0) return nullptr;  // nothing to register; NCCL never registers 0 bytes
+    auto key = std::make_tuple(comm, data, bytes);
+    if (auto it = mhandles_.find(key); it != mhandles_.end()) return it->second;
+    void* mh = nullptr;
+    check(net_.regMr(comm, data, bytes, NCCL_PTR_HOST, &mh), "regMr");
+    mhandles_.emplace(key, mh);
+    return mh;
+  }
+
   bool done(void* request) {
     int finished = 0;
     check(net_.test(request, &finished, nullptr), "test");
@@ -175,6 +192,7 @@ class PluginFabric final : public Fabric {
   const ncclNet_v11_t& net_;
   int rank_;
   std::vector<void*> send_, recv_;
+  std::map<std::tuple<void*, void*, size_t>, void*> mhandles_;  // (comm, buffer, bytes) -> regMr's
   std::chrono::milliseconds timeout_;
 };
 

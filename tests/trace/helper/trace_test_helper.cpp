@@ -1,7 +1,8 @@
 // Child processes for the trace suite.
 //
 //   trace_test_helper writer DIR THREADS COUNTERS_FILE
-//     THREADS threads record NetSendPosted events (conn = thread, seq = 0, 1, ...) forever; after
+//     THREADS threads record NetSendPosted events (conn = thread, seq = 0, 1, ...), up to a share
+//     of the file each (so it never wraps), then wait to be killed; after
 //     each record() returns, the thread publishes seq + 1 in COUNTERS_FILE (one uint64 per thread,
 //     shared memory). The parent kills the process with SIGKILL and checks that every event the
 //     counters claim is in the trace.
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -44,10 +46,17 @@ int run_writer(const std::string& dir, int threads, const std::string& counters_
   o.rank = 0;
   auto w = Writer::open(o);
   if (!w) return 3;
+  // Each thread stops at its share of three quarters of the file (64-byte records), so the file
+  // never wraps. Without a cap, threads that get more CPU than the slowest one (which the parent
+  // waits for) could fill it and wrap it over the slow thread's first events.
+  const uint64_t cap = o.max_bytes / 64 * 3 / 4 / uint64_t(threads);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       for (uint64_t seq = 0;; ++seq) {
+        if (seq == cap) {  // the rest of the file stays unwrapped; wait for the kill
+          for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+        }
         Event e;
         e.kind = EventKind::NetSendPosted;
         e.comm_hash = 0x5eed;
