@@ -12,11 +12,13 @@
 #include <cstring>
 
 #include "harness.hpp"
+#include "ib/hca.hpp"
 #include "pattern.hpp"
 #include "softhca_env.hpp"
 #include "softhca_tools.hpp"
 
 using namespace astral::test;
+namespace ib = astral::plugin::ib;
 
 namespace {
 
@@ -29,15 +31,6 @@ int ptr_support(const ncclNet_v11_t& net, int dev) {
   ncclNetProperties_v11_t props{};
   REQUIRE(net.getProperties(dev, &props) == ncclSuccess);
   return props.ptrSupport;
-}
-
-bool peer_memory_on_this_machine() {
-  for (const char* path : {"/sys/kernel/mm/memory_peers/nv_mem/version",
-                           "/sys/kernel/mm/memory_peers/nvidia-peermem/version",
-                           "/sys/module/nvidia_peermem/version"}) {
-    if (access(path, F_OK) == 0) return true;
-  }
-  return false;
 }
 
 // A stand-in for a GPU buffer: a memfd (its DMA-BUF), the exporter's CPU view of it, and an
@@ -126,7 +119,7 @@ TEST_CASE("softhca: ptrSupport offers CUDA with peer memory and DMA-BUF where th
   {
     // Probed as NCCL probes it: this machine's nvidia_peermem decides.
     PluginContext p;
-    int cuda = peer_memory_on_this_machine() ? NCCL_PTR_CUDA : 0;
+    int cuda = ib::peer_memory_loaded() ? NCCL_PTR_CUDA : 0;
     CHECK(ptr_support(p.net, 1) == (NCCL_PTR_HOST | NCCL_PTR_DMABUF | cuda));
   }
 }

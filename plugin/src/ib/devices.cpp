@@ -43,16 +43,6 @@ int gid_type_of(const Verbs& v, ibv_context* ctx, int port, int index) {
   return -1;
 }
 
-// Peer memory for GPUDirect RDMA, probed where NCCL probes it.
-bool peer_memory_loaded() {
-  for (const char* path : {"/sys/kernel/mm/memory_peers/nv_mem/version",
-                           "/sys/kernel/mm/memory_peers/nvidia-peermem/version",
-                           "/sys/module/nvidia_peermem/version"}) {
-    if (access(path, F_OK) == 0) return true;
-  }
-  return false;
-}
-
 // NCCL's DMA-BUF probe: registering fd -1 fails with EOPNOTSUPP/EPROTONOSUPPORT when the kernel
 // or provider cannot, and with another error (EBADF) when it can.
 bool dmabuf_supported(const Verbs& v, ibv_pd* pd) {
@@ -160,6 +150,15 @@ void add_ports_of(const std::shared_ptr<Hca>& hca, const IbConfig& config, const
 }
 
 }  // namespace
+
+bool peer_memory_loaded() {
+  for (const char* path : {"/sys/kernel/mm/memory_peers/nv_mem/version",
+                           "/sys/kernel/mm/memory_peers/nvidia-peermem/version",
+                           "/sys/module/nvidia_peermem/version"}) {
+    if (access(path, F_OK) == 0) return true;
+  }
+  return false;
+}
 
 int choose_gid_index(const std::vector<GidCandidate>& table, const IbConfig& config) {
   if (config.gid_index >= 0) return config.gid_index;

@@ -104,6 +104,10 @@ struct GidCandidate {
 };
 int choose_gid_index(const std::vector<GidCandidate>& table, const IbConfig& config);
 
+// Whether a peer-memory module for GPUDirect RDMA is loaded, probed where NCCL probes it
+// (nv_mem / nvidia-peermem under /sys/kernel/mm/memory_peers, or /sys/module/nvidia_peermem).
+bool peer_memory_loaded();
+
 // Link speed in Mb/s from verbs' width and speed encodings (0 when unknown).
 int port_speed_mbps(uint8_t active_width, uint8_t active_speed);
 
