@@ -21,6 +21,8 @@ packages="$packages prometheus"
 packages="$packages libmicrohttpd-dev"
 # simdjson: the Redfish poller's JSON parser (12,500 BMCs a poll).
 packages="$packages libsimdjson-dev"
+# jemalloc: the astral CLI's allocator (the site-scale Redfish poll; CMakeLists.txt says why).
+packages="$packages libjemalloc-dev"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -212,6 +212,7 @@ class Loop {
     int n = epoll_wait(epoll_, events, 64, timeout_ms);
     int running = 0;
     for (int i = 0; i < n; ++i) {
+      if (unwatched(events[i].data.fd)) continue;
       int mask = 0;
       if (events[i].events & EPOLLIN) mask |= CURL_CSELECT_IN;
       if (events[i].events & EPOLLOUT) mask |= CURL_CSELECT_OUT;
@@ -225,17 +226,38 @@ class Loop {
   }
 
   static int on_socket(CURL*, curl_socket_t fd, int what, void* self, void*) {
-    int epoll = static_cast<Loop*>(self)->epoll_;
-    if (what == CURL_POLL_REMOVE) {
-      epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nullptr);  // EBADF when curl closed it first: fine
-      return 0;
-    }
+    static_cast<Loop*>(self)->watch(fd, what);
+    return 0;
+  }
+
+  // Keeps the epoll set in step with what curl watches. A socket curl stops watching (its
+  // transfer ended) is parked with no events rather than deleted: the crawl's next request on the
+  // same connection then re-arms it with one call instead of two, 2 of 5 epoll_ctl calls per
+  // request. A closed socket leaves the set by itself, so a stale entry only costs a failed MOD.
+  void watch(int fd, int what) {
+    if (fd < 0) return;
+    if (static_cast<std::size_t>(fd) >= registered_.size()) registered_.resize(fd + 64, Registration::none);
+    Registration& r = registered_[fd];
     epoll_event e{};
     e.data.fd = fd;
     if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) e.events |= EPOLLIN;
     if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) e.events |= EPOLLOUT;
-    if (epoll_ctl(epoll, EPOLL_CTL_MOD, fd, &e) != 0 && errno == ENOENT) epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &e);
-    return 0;
+    bool parking = what == CURL_POLL_REMOVE;
+    if (r != Registration::none && epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &e) == 0) {
+      r = parking ? Registration::parked : Registration::armed;
+      return;
+    }
+    r = Registration::none;
+    if (!parking && epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &e) == 0) r = Registration::armed;
+  }
+
+  // epoll reports errors and hang-ups even for no events: a parked socket that reports one
+  // leaves the set, or level triggering would wake the loop for it again and again.
+  bool unwatched(int fd) {
+    if (static_cast<std::size_t>(fd) >= registered_.size() || registered_[fd] != Registration::parked) return false;
+    epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+    registered_[fd] = Registration::none;
+    return true;
   }
 
   static int on_timer(CURLM*, long timeout_ms, void* self) {
@@ -288,6 +310,8 @@ class Loop {
   const std::function<bool()>& work_;
   CURLM* multi_;
   int epoll_;
+  enum class Registration : unsigned char { none, armed, parked };
+  std::vector<Registration> registered_;         // by descriptor
   std::optional<Steady::time_point> timer_due_;  // when curl wants CURL_SOCKET_TIMEOUT
   std::vector<std::unique_ptr<Fiber>> fibers_;
   ucontext_t scheduler_{};

@@ -245,9 +245,7 @@ Snapshot poll_redfish(const std::vector<RedfishEndpoint>& endpoints, const PollO
     if (threads > 0) worker();
     for (auto& t : pool) t.join();
   }
-  Snapshot merged;
-  for (auto& r : results) merged.merge(std::move(r));
-  return merged;
+  return Snapshot::merged(std::move(results));
 }
 
 namespace {

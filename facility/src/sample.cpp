@@ -1,6 +1,8 @@
 #include "astral/facility/sample.hpp"
 
 #include <ctime>
+#include <iterator>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -96,6 +98,36 @@ void Snapshot::merge(Snapshot&& other) {
   for (const auto& [name, n] : other.quirks) quirks[name] += n;
   sources.insert(sources.end(), std::make_move_iterator(other.sources.begin()),
                  std::make_move_iterator(other.sources.end()));
+}
+
+Snapshot Snapshot::merged(std::vector<Snapshot>&& parts) {
+  Snapshot out;
+  std::size_t samples = 0, findings = 0, sources = 0;
+  for (const auto& p : parts) {
+    samples += p.samples.size();
+    findings += p.findings.size();
+    sources += p.sources.size();
+  }
+  out.samples.reserve(samples);
+  out.findings.reserve(findings);
+  out.sources.reserve(sources);
+  // add_alarm's rule (one alarm per type, host and entity; the most severe wins; first position).
+  std::unordered_map<std::string, std::size_t> alarm_at;
+  for (auto& p : parts) {
+    for (auto& a : p.alarms) {
+      std::string key = fmt::format("{}\n{}\n{}", a.type, a.host, a.entity);
+      auto [it, fresh] = alarm_at.emplace(std::move(key), out.alarms.size());
+      if (fresh) out.alarms.push_back(std::move(a));
+      else if (a.severity > out.alarms[it->second].severity) out.alarms[it->second] = std::move(a);
+    }
+    p.alarms.clear();
+    std::move(p.samples.begin(), p.samples.end(), std::back_inserter(out.samples));
+    std::move(p.findings.begin(), p.findings.end(), std::back_inserter(out.findings));
+    std::move(p.sources.begin(), p.sources.end(), std::back_inserter(out.sources));
+    for (const auto& [name, n] : p.quirks) out.quirks[name] += n;
+    p = Snapshot{};  // frees the part now, not at the end
+  }
+  return out;
 }
 
 void Snapshot::add_alarm(Alarm alarm) {

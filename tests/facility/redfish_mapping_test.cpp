@@ -196,3 +196,43 @@ TEST_CASE("in-memory payloads: links that loop, wrong types and garbage never ha
   CHECK(s.quirks["link_type_mismatch"] == 1);
   CHECK(s.quirks["non_numeric_reading"] >= 1);
 }
+
+TEST_CASE("Snapshot::merged gives what merging one by one gives: one alarm per type, host and entity") {
+  auto part = [](const std::string& host, Severity severity, const std::string& entity) {
+    Snapshot s;
+    s.samples.push_back(Sample{});
+    s.samples.back().host = host;
+    s.alarms.push_back(Alarm{});
+    s.alarms.back().host = host;
+    s.alarms.back().entity = entity;
+    s.alarms.back().type = "psu_fault";
+    s.alarms.back().severity = severity;
+    s.count_quirk("nan_literal");
+    s.sources.push_back(SourceStatus{});
+    s.sources.back().name = host;
+    return s;
+  };
+  auto parts = [&] {
+    std::vector<Snapshot> v;
+    v.push_back(part("bmc1", Severity::warning, "PSU1"));
+    v.push_back(part("bmc2", Severity::warning, "PSU1"));
+    v.push_back(part("bmc1", Severity::critical, "PSU1"));  // same alarm, worse: replaces the first
+    v.push_back(part("bmc1", Severity::info, "PSU1"));      // same alarm, milder: dropped
+    v.push_back(part("bmc1", Severity::info, "PSU2"));
+    return v;
+  };
+  Snapshot one_by_one;
+  for (auto& p : parts()) one_by_one.merge(std::move(p));
+  Snapshot all = Snapshot::merged(parts());
+  REQUIRE(all.alarms.size() == 3);
+  REQUIRE(all.alarms.size() == one_by_one.alarms.size());
+  for (std::size_t i = 0; i < all.alarms.size(); ++i) {
+    CHECK(all.alarms[i].host == one_by_one.alarms[i].host);
+    CHECK(all.alarms[i].entity == one_by_one.alarms[i].entity);
+    CHECK(all.alarms[i].severity == one_by_one.alarms[i].severity);
+  }
+  CHECK(all.alarms[0].severity == Severity::critical);
+  CHECK(all.samples.size() == 5);
+  CHECK(all.sources.size() == 5);
+  CHECK(all.quirks.at("nan_literal") == 5);
+}
