@@ -120,7 +120,6 @@ Snapshot Snapshot::merged(std::vector<Snapshot>&& parts) {
       if (fresh) out.alarms.push_back(std::move(a));
       else if (a.severity > out.alarms[it->second].severity) out.alarms[it->second] = std::move(a);
     }
-    p.alarms.clear();
     std::move(p.samples.begin(), p.samples.end(), std::back_inserter(out.samples));
     std::move(p.findings.begin(), p.findings.end(), std::back_inserter(out.findings));
     std::move(p.sources.begin(), p.sources.end(), std::back_inserter(out.sources));
