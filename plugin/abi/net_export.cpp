@@ -4,6 +4,7 @@
 // each call onto the version-neutral core (core/net.hpp) and converts arguments and properties.
 // The core's calls are noexcept (core/guard.hpp), so nothing is thrown across NCCL; the one thing
 // this layer owns, the process-wide context of v10 and older, is created under the same guard.
+#include <algorithm>
 #include <mutex>
 
 #include "abi/net_v10.h"
@@ -86,14 +87,28 @@ ncclResult_t properties_v12(int dev, ncclNetProperties_v12_t* props) {
   props->maxRecvs = p.max_recvs;
   props->netDeviceType = NCCL_NET_DEVICE_HOST;
   props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
-  props->vProps.ndevs = 1;  // a physical device is a vNIC of itself
-  props->vProps.devs[0] = dev;
+  if (p.fused_count > 0) {  // a virtual device: the physical devices makeVDevice fused
+    props->vProps.ndevs = std::min(p.fused_count, NCCL_NET_MAX_DEVS_PER_NIC_V12);
+    for (int i = 0; i < props->vProps.ndevs; ++i) props->vProps.devs[i] = p.fused[i];
+  } else {  // a physical device is a vNIC of itself
+    props->vProps.ndevs = 1;
+    props->vProps.devs[0] = dev;
+  }
   props->maxP2pBytes = p.max_p2p_bytes;
   props->maxCollBytes = p.max_coll_bytes;
   props->maxMultiRequestSize = 1;
   props->railId = as_abi_id(p.rail);
   props->planeId = as_abi_id(p.plane);
   return ncclSuccess;
+}
+
+// The v12 vProps in an older layout (4 devices; NCCL fuses no more than that for those versions).
+template <typename VProps>
+VProps older_vprops(const ncclNetVDeviceProps_v12_t& v) {
+  VProps out{};
+  out.ndevs = std::min(v.ndevs, int(sizeof out.devs / sizeof out.devs[0]));
+  for (int i = 0; i < out.ndevs; ++i) out.devs[i] = v.devs[i];
+  return out;
 }
 
 ncclResult_t properties_v11(int dev, ncclNetProperties_v11_t* props) {
@@ -103,7 +118,8 @@ ncclResult_t properties_v11(int dev, ncclNetProperties_v11_t* props) {
   *props = ncclNetProperties_v11_t{p.name,     p.pciPath,       p.guid,          p.ptrSupport,
                                    p.regIsGlobal, p.forceFlush, p.speed,         p.port,
                                    p.latency,  p.maxComms,      p.maxRecvs,      p.netDeviceType,
-                                   p.netDeviceVersion, {p.vProps.ndevs, {dev}}, p.maxP2pBytes,
+                                   p.netDeviceVersion,
+                                   older_vprops<ncclNetVDeviceProps_v11_t>(p.vProps), p.maxP2pBytes,
                                    p.maxCollBytes, p.maxMultiRequestSize};
   return ncclSuccess;
 }
@@ -115,7 +131,8 @@ ncclResult_t properties_v9_v10(int dev, Props* props) {
   if (res != ncclSuccess) return res;
   *props = Props{p.name,     p.pciPath,       p.guid,          p.ptrSupport,       p.regIsGlobal,
                  p.forceFlush, p.speed,       p.port,          p.latency,          p.maxComms,
-                 p.maxRecvs, p.netDeviceType, p.netDeviceVersion, {p.vProps.ndevs, {dev}},
+                 p.maxRecvs, p.netDeviceType, p.netDeviceVersion,
+                 older_vprops<decltype(Props::vProps)>(p.vProps),
                  p.maxP2pBytes, p.maxCollBytes};
   return ncclSuccess;
 }
@@ -128,6 +145,18 @@ ncclResult_t properties_v8(int dev, ncclNetProperties_v8_t* props) {
                                   p.regIsGlobal, p.speed, p.port, p.latency,
                                   p.maxComms, p.maxRecvs, p.netDeviceType, p.netDeviceVersion};
   return ncclSuccess;
+}
+
+// makeVDevice: every version hands {ndevs, devs[]} (v12 up to 8 devices, older ones up to 4).
+template <typename VProps>
+ncclResult_t make_vdevice(int* d, VProps* props) {
+  if (!props) return net::make_vdevice(nullptr, 0, d);
+  const int capacity = int(sizeof props->devs / sizeof props->devs[0]);
+  if (props->ndevs > capacity) {
+    ASTRAL_WARN("makeVDevice: {} devices, this interface version holds {}", props->ndevs, capacity);
+    return ncclInvalidArgument;
+  }
+  return net::make_vdevice(props->devs, props->ndevs, d);
 }
 
 // ---- v12 and v11: a context per communicator --------------------------------------------------
@@ -261,8 +290,9 @@ ncclResult_t irecv_v8(void* comm, int n, void** data, int* sizes, int* tags, voi
 }  // namespace
 
 // ---- the exported tables ------------------------------------------------------------------------
-// getDeviceMr and irecvConsumed (device offload) and makeVDevice (vNIC fusion) stay NULL, which
-// NCCL allows; every other member is called unconditionally.
+// getDeviceMr and irecvConsumed (device offload) stay NULL, which NCCL allows; every other
+// member is called unconditionally. makeVDevice fuses ib ports (tcp refuses, and NCCL then uses
+// the devices as they are).
 
 extern "C" ASTRAL_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
     .name = net::kPluginName,
@@ -284,7 +314,7 @@ extern "C" ASTRAL_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
     .closeListen = close_listen,
     .getDeviceMr = nullptr,
     .irecvConsumed = nullptr,
-    .makeVDevice = nullptr,
+    .makeVDevice = make_vdevice<ncclNetVDeviceProps_v12_t>,
     .finalize = finalize_v11,
     .setNetAttr = set_net_attr_v12,
 };
@@ -309,7 +339,7 @@ extern "C" ASTRAL_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
     .closeListen = close_listen,
     .getDeviceMr = nullptr,
     .irecvConsumed = nullptr,
-    .makeVDevice = nullptr,
+    .makeVDevice = make_vdevice<ncclNetVDeviceProps_v11_t>,
     .finalize = finalize_v11,
     .setNetAttr = set_net_attr_v11,
 };
@@ -334,7 +364,7 @@ extern "C" ASTRAL_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
     .closeListen = close_listen,
     .getDeviceMr = nullptr,
     .irecvConsumed = nullptr,
-    .makeVDevice = nullptr,
+    .makeVDevice = make_vdevice<ncclNetVDeviceProps_v10_t>,
 };
 
 extern "C" ASTRAL_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
@@ -357,7 +387,7 @@ extern "C" ASTRAL_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
     .closeListen = close_listen,
     .getDeviceMr = nullptr,
     .irecvConsumed = nullptr,
-    .makeVDevice = nullptr,
+    .makeVDevice = make_vdevice<ncclNetVDeviceProps_v9_t>,
 };
 
 extern "C" ASTRAL_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {

@@ -42,7 +42,8 @@ ib::QpMeta good_meta() {
   m.qps = 2;
   m.qpn[0] = 0x100;
   m.qpn[1] = 0x101;
-  m.mtu = IBV_MTU_4096;
+  m.members = 1;
+  m.member[0].mtu = IBV_MTU_4096;
   m.ethernet = 1;
   return m;
 }
@@ -130,10 +131,11 @@ TEST_CASE("the accepting side's trace path is the connecting side's plan, with i
   local.rail = 5;
   local.plane = 1;
   ib::QpMeta peer = good_meta();
-  peer.lid = 8;
-  peer.lmc = 1;  // owns LIDs 8 and 9: path indices wrap within the LMC as at RTR
+  peer.member[0].lid = 8;
+  peer.member[0].lmc = 1;  // owns LIDs 8 and 9: path indices wrap within the LMC as at RTR
   std::strcpy(peer.host, "beta");
-  const ib::ConnectionPlan plan = ib::plan_from_message(message, false, local, peer);
+  const ib::ConnectionPlan plan =
+      ib::plan_from_message(message, false, ib::single_device(local), peer);
   const astral::trace::NetPath& p = plan.trace_path;
   CHECK(p.transport == "ib");
   CHECK(p.link_layer == "IB");
@@ -145,7 +147,32 @@ TEST_CASE("the accepting side's trace path is the connecting side's plan, with i
   CHECK(p.qps[1].dlid == 8);
   CHECK(p.qps[2].dlid == 9);
   CHECK(p.qps[1].path_index == 2);
+  CHECK(p.qps[1].device.empty());  // one port: no per-QP device
   CHECK(plan.text.find("-> beta") != std::string::npos);
+
+  // Both ends fused: QP q runs from this end's member q % 2 to the peer's member q % 2, whose
+  // own base LID its DLID counts from.
+  peer.members = 2;
+  peer.member[1] = peer.member[0];
+  peer.member[1].lid = 20;
+  peer.member[1].lmc = 2;
+  ib::IbPort second = local;
+  second.name = "mlx5_1:1";
+  local.name = "mlx5_0:1";
+  second.plane = 2;
+  const std::vector<ib::IbPort> ports = {local, second};
+  const int devs[] = {0, 1};
+  ib::IbDevice fused;
+  std::string why;
+  REQUIRE(ib::fuse_ports(ports, devs, 2, &fused, &why));
+  const ib::ConnectionPlan both = ib::plan_from_message(message, false, fused, peer);
+  REQUIRE(both.trace_path.qps.size() == 3);
+  CHECK(both.trace_path.qps[0].dlid == 9);   // member 0: 8 + (1 & 1)
+  CHECK(both.trace_path.qps[1].dlid == 22);  // member 1: 20 + (2 & 3)
+  CHECK(both.trace_path.qps[2].dlid == 9);   // member 0: 8 + (3 & 1)
+  CHECK(both.trace_path.qps[0].device == "mlx5_0:1");
+  CHECK(both.trace_path.qps[1].device == "mlx5_1:1");
+  CHECK(both.text.find("qp1 on mlx5_1:1 dlid 22") != std::string::npos);
 }
 
 TEST_CASE("RoCE GID choice follows NCCL's index, family and version rules", "[plugin][ib][units]") {
@@ -173,7 +200,8 @@ TEST_CASE("a clear-to-send entry's check catches any field read stale", "[plugin
   ib::CtsEntry e{};
   e.addr[0] = 0x7f0000001000;
   e.size[0] = 4096;
-  e.rkey[0] = 0x1234;
+  e.rkey[0][0] = 0x1234;
+  e.rkey[0][1] = 0x5678;  // a fused receiver: a key per member
   e.tag[0] = 7;
   e.count = 1;
   e.seq = 65;
@@ -209,10 +237,21 @@ TEST_CASE("QP metadata from a peer is checked field by field", "[plugin][ib][uni
   bad([](ib::QpMeta& m) { m.version = 9; }, "version");
   bad([](ib::QpMeta& m) { m.qps = 0; }, "qps");
   bad([](ib::QpMeta& m) { m.qps = 17; }, "qps");
-  bad([](ib::QpMeta& m) { m.mtu = 9; }, "mtu");
+  bad([](ib::QpMeta& m) { m.member[0].mtu = 9; }, "mtu");
   bad([](ib::QpMeta& m) { m.ethernet = 0; }, "link layer");
   bad([](ib::QpMeta& m) { m.qpn[1] = 0x1000000; }, "qpn[1]");
-  bad([](ib::QpMeta& m) { m.lmc = 8; }, "lmc");
+  bad([](ib::QpMeta& m) { m.member[0].lmc = 8; }, "lmc");
+  bad([](ib::QpMeta& m) { m.members = 0; }, "members");
+  bad([](ib::QpMeta& m) { m.members = 9; }, "members");
+  // A fused peer: every member it names is checked, the ones past `members` are not.
+  bad([](ib::QpMeta& m) { m.members = 2; }, "member 1: mtu");
+  {
+    ib::QpMeta m = good_meta();
+    m.members = 2;
+    m.member[1].mtu = IBV_MTU_1024;
+    m.member[2].mtu = 77;  // unused
+    CHECK(ib::check_meta(m, true, &why));
+  }
   bad([](ib::QpMeta& m) { std::memset(m.host, 'x', sizeof m.host); }, "host name");
   ib::PlanMessage plan{};
   plan.magic = ib::kPlanMagic;
@@ -229,7 +268,7 @@ TEST_CASE("QP metadata from a peer is checked field by field", "[plugin][ib][uni
   ib::QpMeta ibm = good_meta();
   ibm.ethernet = 0;
   CHECK_FALSE(ib::check_meta(ibm, false, &why));  // an IB peer needs a LID
-  ibm.lid = 4;
+  ibm.member[0].lid = 4;
   CHECK(ib::check_meta(ibm, false, &why));
   CHECK(ib::port_speed_mbps(2, 64) == 200000);  // 4X HDR
   CHECK(ib::port_speed_mbps(1, 128) == 100000);  // 1X NDR

@@ -1,6 +1,7 @@
 // A connection's fabric path (astral/trace/path.hpp) in the trace: written with the connection's
 // metadata entry, read back field for field, exported as the documented JSON, bounded in size,
 // and absent (never damage) in files written before paths existed or by a newer writer.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -32,7 +33,7 @@ NetPath sample_path(size_t nqps) {
   p.gid_index = 3;
   for (uint32_t q = 0; q < nqps; ++q)
     p.qps.push_back(NetPathQp{q, 0xc001 + q, uint16_t(0xc001 + q), 0, 0, int32_t(40 + q),
-                              "r3-00:1 -> s0-0" + std::to_string(q) + ":3"});
+                              "r3-00:1 -> s0-0" + std::to_string(q) + ":3", ""});
   return p;
 }
 
@@ -107,6 +108,32 @@ TEST_CASE("a connection's path round-trips through the writer and the reader") {
   CHECK(f.connection(0x77)->port == 4791);  // the connection fields are unchanged by the tail
 }
 
+TEST_CASE("a fused device's path keeps each QP's member port, and single-port paths stay version 1") {
+  TempDir dir;
+  NetPath written = sample_path(16);  // the most an entry holds, each with a device string
+  for (size_t q = 0; q < written.qps.size(); ++q) {
+    written.qps[q].device = q % 2 ? "mlx5_1:1" : "mlx5_0:1";
+  }
+  const TraceFile f = read_trace_file(write_one(dir.path, &written));
+  CHECK_FALSE(f.damage.corrupt());
+  REQUIRE(f.connections[0].path);
+  CHECK(*f.connections[0].path == written);
+  const auto j = nlohmann::json::parse(path_to_json(written));
+  CHECK(j["qps"][1]["device"] == "mlx5_1:1");
+  CHECK_FALSE(nlohmann::json::parse(path_to_json(sample_path(1)))["qps"][0].contains("device"));
+  // The version on disk: 2 only where a device is named (a reader from before skips only those).
+  for (bool fused : {false, true}) {
+    TempDir d;
+    NetPath p = sample_path(3);
+    if (fused) p.qps[2].device = "mlx5_3:1";
+    const std::vector<uint8_t> bytes = file_bytes(write_one(d.path, &p));
+    const uint8_t magic[4] = {'P', 'A', 'T', 'H'};
+    auto at = std::search(bytes.begin(), bytes.end(), magic, magic + 4);
+    REQUIRE(at != bytes.end());
+    CHECK(int(*(at + 4)) == (fused ? 2 : 1));
+  }
+}
+
 TEST_CASE("path_to_json has the documented shape") {
   NetPath p = sample_path(2);
   p.qps[1].uplink_link = -1;
@@ -148,7 +175,7 @@ TEST_CASE("a path tail from a newer writer is skipped, an impossible one is dama
   const NetPath written = sample_path(2);
   const std::string path = write_one(dir.path, &written);
   {
-    auto b = with_tail_head(path, [](format::MetaPathHead& h) { h.version = 2; });
+    auto b = with_tail_head(path, [](format::MetaPathHead& h) { h.version = 3; });
     const TraceFile f = read_trace_bytes(b.data(), b.size());
     CHECK_FALSE(f.damage.corrupt());
     REQUIRE(f.connection(0x77));

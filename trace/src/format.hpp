@@ -127,10 +127,13 @@ struct MetaConnection {
 // `nqps` MetaPathQp. A reader that predates it reads only the MetaConnection; a tail whose
 // magic differs is from a newer writer and is skipped.
 inline constexpr uint32_t kPathMagic = 0x48544150;  // "PATH"
+// 1: head and QPs. 2: then a StringId per QP naming the member port of a fused device (vNIC),
+// padded to 4 bytes; written only when some QP names one, so single-port paths stay version 1.
 inline constexpr uint16_t kPathVersion = 1;
+inline constexpr uint16_t kPathVersionDevices = 2;
 struct MetaPathHead {
   uint32_t magic;    // kPathMagic
-  uint16_t version;  // kPathVersion
+  uint16_t version;  // kPathVersion or kPathVersionDevices
   uint16_t nqps;     // <= kMaxPathQps
   StringId transport, link_layer, policy, source, note;
   int16_t port, plane, rail, gid_index;

@@ -13,6 +13,7 @@ std::string path_to_json(const NetPath& p) {
     o.unum("qp", q.qp).unum("flow_label", q.flow_label).unum("udp_sport", q.udp_sport);
     o.unum("dlid", q.dlid).unum("path_index", q.path_index);
     if (q.uplink_link >= 0) o.str("uplink", q.uplink).num("uplink_link", q.uplink_link);
+    if (!q.device.empty()) o.str("device", q.device);
     qps += o.str();
   }
   qps += ']';

@@ -66,6 +66,7 @@ struct PendingPath {
   size_t connection = 0;
   format::MetaPathHead head{};
   std::vector<format::MetaPathQp> qps;
+  std::vector<StringId> devices;  // version 2: per QP
 };
 
 void read_path_tail(const uint8_t* tail, size_t bytes, uint64_t off, TraceFile& out,
@@ -73,14 +74,21 @@ void read_path_tail(const uint8_t* tail, size_t bytes, uint64_t off, TraceFile& 
   PendingPath p;
   p.connection = out.connections.size() - 1;
   std::memcpy(&p.head, tail, sizeof p.head);
-  if (p.head.magic != format::kPathMagic || p.head.version != format::kPathVersion) return;  // newer writer
-  if (p.head.nqps > kMaxPathQps || sizeof p.head + p.head.nqps * sizeof(format::MetaPathQp) > bytes) {
+  const bool devices = p.head.version == format::kPathVersionDevices;
+  if (p.head.magic != format::kPathMagic || (p.head.version != format::kPathVersion && !devices)) {
+    return;  // a newer writer's
+  }
+  const size_t qp_bytes = p.head.nqps * sizeof(format::MetaPathQp);
+  const size_t device_bytes = devices ? p.head.nqps * sizeof(StringId) : 0;
+  if (p.head.nqps > kMaxPathQps || sizeof p.head + qp_bytes + device_bytes > bytes) {
     ++out.damage.corrupt_metadata;
     note(out.damage, "connection entry at offset " + std::to_string(off) + " has a path longer than the entry");
     return;
   }
   p.qps.resize(p.head.nqps);
-  std::memcpy(p.qps.data(), tail + sizeof p.head, p.qps.size() * sizeof(format::MetaPathQp));
+  std::memcpy(p.qps.data(), tail + sizeof p.head, qp_bytes);
+  p.devices.resize(devices ? p.head.nqps : 0);
+  if (devices) std::memcpy(p.devices.data(), tail + sizeof p.head + qp_bytes, device_bytes);
   paths.push_back(std::move(p));
 }
 
@@ -99,9 +107,12 @@ NetPath resolve_path(const PendingPath& p, const TraceFile& f) {
   path.sl = h.sl;
   path.tc = h.tc;
   path.qps_dropped = h.qps_dropped;
-  for (const format::MetaPathQp& w : p.qps)
-    path.qps.push_back(NetPathQp{w.qp, w.flow_label, w.udp_sport, w.dlid, w.path_index, w.uplink_link,
-                                 std::string(f.str(w.uplink))});
+  for (size_t i = 0; i < p.qps.size(); ++i) {
+    const format::MetaPathQp& w = p.qps[i];
+    std::string device = i < p.devices.size() ? std::string(f.str(p.devices[i])) : std::string();
+    path.qps.push_back(NetPathQp{w.qp, w.flow_label, w.udp_sport, w.dlid, w.path_index,
+                                 w.uplink_link, std::string(f.str(w.uplink)), std::move(device)});
+  }
   return path;
 }
 

@@ -295,11 +295,21 @@ size_t Writer::encode_path(const NetPath& p, uint8_t* out) noexcept {
                                static_cast<uint8_t>(q.qp), static_cast<uint8_t>(q.path_index)};
     std::memcpy(out + sizeof head + i * sizeof w, &w, sizeof w);
   }
-  return sizeof head + nqps * sizeof(format::MetaPathQp);
+  size_t bytes = sizeof head + nqps * sizeof(format::MetaPathQp);
+  bool devices = std::any_of(p.qps.begin(), p.qps.begin() + long(nqps),
+                             [](const NetPathQp& q) { return !q.device.empty(); });
+  if (!devices) return bytes;
+  head.version = format::kPathVersionDevices;
+  std::memcpy(out, &head, sizeof head);
+  for (size_t i = 0; i < nqps; ++i) {
+    const StringId id = p.qps[i].device.empty() ? StringId{0} : intern(p.qps[i].device);
+    std::memcpy(out + bytes + i * sizeof id, &id, sizeof id);
+  }
+  return bytes + (nqps * sizeof(StringId) + 3) / 4 * 4;
 }
 
 void Writer::add_connection(uint64_t comm_hash, const Connection& connection, const NetPath* path) noexcept {
-  uint8_t tail[sizeof(format::MetaPathHead) + kMaxPathQps * sizeof(format::MetaPathQp)];
+  uint8_t tail[sizeof(format::MetaPathHead) + kMaxPathQps * (sizeof(format::MetaPathQp) + sizeof(StringId))] = {};
   const size_t tail_bytes = path ? encode_path(*path, tail) : 0;
   {
     std::lock_guard lock(state_->meta_mutex);

@@ -64,6 +64,9 @@ void parse_ib_config(const EnvLookup& env, IbConfig& ib, std::vector<std::string
   int split = ib.split_data;
   read_integer(env, "ASTRAL_IB_SPLIT_DATA_ON_QPS", 0, 1, split, warnings);
   ib.split_data = split != 0;
+  int merge = ib.merge_nics;
+  read_integer(env, "ASTRAL_IB_MERGE_NICS", 0, 1, merge, warnings);
+  ib.merge_nics = merge != 0;
   if (const char* paths = env("ASTRAL_IB_PATHS"); paths && *paths) {
     std::string_view p(paths);
     if (p == "spread" || p == "pinned" || p == "off") {

@@ -188,6 +188,24 @@ ncclResult_t get_properties(int dev, DeviceProperties* props) noexcept {
   });
 }
 
+ncclResult_t make_vdevice(const int* devs, int n, int* dev) noexcept {
+  return guarded("makeVDevice", [&]() -> ncclResult_t {
+    std::lock_guard lock(g_mutex);
+    Transport* t = transport_or_warn("makeVDevice");
+    if (!t) return ncclInternalError;
+    if (!devs || !dev || n < 1) {
+      ASTRAL_WARN("makeVDevice: {} devices{}", n, devs && dev ? "" : " (null argument)");
+      return ncclInvalidArgument;
+    }
+    ncclResult_t res = t->make_vdevice(devs, n, dev);
+    if (res != ncclSuccess) {
+      ASTRAL_INFO("makeVDevice: the {} transport does not fuse these {} devices; NCCL uses them as "
+                  "they are", t->name(), n);
+    }
+    return res;
+  });
+}
+
 ncclResult_t set_net_attr(void* ctx, const NetAttr& attr) noexcept {
   return guarded("setNetAttr", [&]() -> ncclResult_t {
     auto context = find_context(ctx);

@@ -33,6 +33,10 @@ struct DeviceProperties {
   size_t max_coll_bytes = 0;
   int rail = -1;   // topo's rail, the same on identical nodes; -1 when unknown
   int plane = -1;  // the fabric plane where planes are really separate; -1 when unknown
+  // A virtual device (makeVDevice): the physical devices it fuses. 0 for a physical device,
+  // which NCCL is told is a virtual device of itself.
+  int fused_count = 0;
+  int fused[8] = {};
 };
 
 // One memory registration as NCCL asks for it: host or CUDA memory, or a DMA-BUF (offset, fd).
@@ -62,6 +66,10 @@ ncclResult_t finalize(void* ctx) noexcept;
 ncclResult_t devices(int* ndev) noexcept;
 ncclResult_t get_properties(int dev, DeviceProperties* props) noexcept;
 ncclResult_t set_net_attr(void* ctx, const NetAttr& attr) noexcept;
+// makeVDevice: fuses physical devices `devs[0..n)` into a new virtual device, whose index
+// (after every physical one) is *dev; devices() counts it from then on. A transport that cannot
+// fuse them returns an error, and NCCL uses them as they are.
+ncclResult_t make_vdevice(const int* devs, int n, int* dev) noexcept;
 
 ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) noexcept;
 // traffic_class overrides the context's (net v10 passes it per connect); -1 = the context's.

@@ -87,6 +87,11 @@ class Transport {
   virtual const NicPort& device(int dev) const = 0;
   // Everything NCCL is told about `dev`: pointer support, flush, latency, limits, rail, plane.
   virtual net::DeviceProperties properties(int dev) const = 0;
+  // makeVDevice (core/net.hpp): tcp has no virtual devices; ib fuses the ports of one rail.
+  virtual ncclResult_t make_vdevice(const int* devs, int n, int* dev) {
+    (void)devs, (void)n, (void)dev;
+    return ncclInvalidUsage;
+  }
   virtual ncclResult_t listen(const std::shared_ptr<NetContext>& ctx, int dev, void* handle,
                               std::unique_ptr<ListenComm>* listen_comm) = 0;
   // Polled with the same handle until *send_comm is set; in-progress state lives in the handle.

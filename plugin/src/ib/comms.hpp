@@ -35,12 +35,52 @@ struct alignas(4096) FlushSink {
   uint8_t byte[64];
 };
 
-// What regMr hands NCCL: a cached registration on the comm's HCA.
+// A range registered on every member port of a connection end's device, with each member's
+// keys: a QP on member m uses lkey(m), and its peer writes with the rkey of the member it reaches.
+// Members on one HCA share that HCA's cached registration (each holds a reference).
+class MemberMrs {
+ public:
+  MemberMrs() = default;
+  MemberMrs(MemberMrs&& other) noexcept { *this = std::move(other); }
+  MemberMrs& operator=(MemberMrs&& other) noexcept;
+  ~MemberMrs() { release(); }
+
+  // Registers `region` on each of `queues`' members; false with `why`, and nothing held then.
+  bool acquire(const Queues& queues, const net::MemoryRegion& region, std::string* why);
+  void release();
+  // Whether this was registered for exactly `queues`' members.
+  bool on(const Queues& queues) const;
+  bool empty() const { return count_ == 0; }
+  MrEntry* entry(int member) const { return entry_[member]; }
+  uint32_t lkey(int member) const { return entry_[member]->mr->lkey; }
+  uint32_t rkey(int member) const { return entry_[member]->mr->rkey; }
+
+ private:
+  int count_ = 0;
+  std::shared_ptr<Hca> hca_[kMaxMembers];
+  MrEntry* entry_[kMaxMembers] = {};
+};
+
+// A remotely writable area, registered on every member (deregistered before it is freed).
+template <typename Area>
+struct RegisteredArea {
+  std::unique_ptr<Area> area;
+  MemberMrs mrs;
+  // False with `why`.
+  bool create(const Queues& queues, std::string* why) {
+    area = std::make_unique<Area>();
+    if (mrs.acquire(queues, net::MemoryRegion{area.get(), sizeof(Area), NCCL_PTR_HOST, false, 0, -1}, why)) return true;
+    area.reset();
+    return false;
+  }
+  explicit operator bool() const { return bool(area); }
+};
+
+// What regMr hands NCCL: a cached registration on each member of the comm's device.
 struct IbMr {
   static constexpr uint32_t kMagic = 0x4942524d;  // "IBRM"
   uint32_t magic = kMagic;
-  std::shared_ptr<Hca> hca;
-  MrEntry* entry = nullptr;
+  MemberMrs mrs;
   bool device_memory = false;  // CUDA or DMA-BUF: data the NIC wrote needs a flush to be seen
 };
 
@@ -53,7 +93,7 @@ struct IbSendRequest final : Request {
   const void* data = nullptr;
   uint64_t size = 0;
   int tag = 0;
-  uint32_t lkey = 0;
+  const MemberMrs* mrs = nullptr;  // null for 0 bytes
   bool posted = false;  // matched to a receive and handed to the QPs
   int parts_left = 0;
   TransferInfo transfer;
@@ -81,20 +121,19 @@ struct IbFlushRequest final : Request {
 // Registrations made because NCCL passed no mhandle, released with the comm.
 class ImplicitMrs {
  public:
-  explicit ImplicitMrs(std::shared_ptr<Hca> hca) : hca_(std::move(hca)) {}
+  explicit ImplicitMrs(const Queues& queues) : queues_(queues) {}
   ~ImplicitMrs();
-  // The key covering [data, data+size), from `mhandle` when NCCL registered it.
-  MrEntry* find(void* mhandle, void* data, size_t size, std::string* why);
+  // The keys covering [data, data+size) on every member, from `mhandle` when NCCL registered it.
+  const MemberMrs* find(void* mhandle, void* data, size_t size, std::string* why);
 
  private:
-  std::shared_ptr<Hca> hca_;
-  std::vector<MrEntry*> held_;
+  const Queues& queues_;
+  std::vector<std::unique_ptr<MemberMrs>> held_;
 };
 
 class IbSendComm final : public SendComm {
  public:
-  IbSendComm(std::unique_ptr<Connection> conn, std::unique_ptr<CtsArea> fifo, MrEntry* fifo_mr,
-             const QpMeta& peer);
+  IbSendComm(std::unique_ptr<Connection> conn, RegisteredArea<CtsArea> fifo, const QpMeta& peer);
   ~IbSendComm() override;
   ncclResult_t isend(const void* data, size_t size, int tag, void* mhandle, void* phandle,
                      Request** request) override;
@@ -107,12 +146,14 @@ class IbSendComm final : public SendComm {
   // Posts waiting sends whose receive has arrived, in posting order.
   ncclResult_t match_waiting();
   ncclResult_t post(IbSendRequest* r, int slot);
+  // Tells observers and the profiler that every part of `r` has been sent.
+  void completed(IbSendRequest* r);
 
   std::unique_ptr<Connection> conn_;
-  std::unique_ptr<CtsArea> fifo_;  // the receiver writes here
-  MrEntry* fifo_mr_;
+  RegisteredArea<CtsArea> fifo_;  // the receiver writes here
   uint64_t records_addr_;
-  uint32_t records_rkey_;
+  int peer_members_;
+  uint32_t records_rkey_[kMaxMembers];  // as each of the receiver's members registered them
   ImplicitMrs implicit_;
   RequestPool<IbSendRequest, size_t(kFifoDepth) * 8> pool_;
   // Sends NCCL posted before their receive's clear-to-send arrived: isend always returns a
@@ -128,8 +169,8 @@ class IbSendComm final : public SendComm {
 
 class IbRecvComm final : public RecvComm {
  public:
-  IbRecvComm(std::unique_ptr<Connection> conn, std::unique_ptr<CtsArea> cts, MrEntry* cts_mr,
-             std::unique_ptr<RecordArea> records, MrEntry* records_mr, const QpMeta& peer);
+  IbRecvComm(std::unique_ptr<Connection> conn, RegisteredArea<CtsArea> cts,
+             RegisteredArea<RecordArea> records, const QpMeta& peer);
   ~IbRecvComm() override;
   ncclResult_t irecv(int n, void* const* data, const size_t* sizes, const int* tags,
                      void* const* mhandles, void* const* phandles, Request** request) override;
@@ -141,19 +182,17 @@ class IbRecvComm final : public RecvComm {
 
   // RECVs for the immediates, on every QP; false with `why`.
   bool prepost(std::string* why);
-  // Makes iflush read through the connection's flush QP into `sink` (registered as `sink_mr`).
-  void enable_flush(std::unique_ptr<FlushSink> sink, MrEntry* sink_mr);
+  // Makes iflush read through the connection's flush QP into `sink`.
+  void enable_flush(RegisteredArea<FlushSink> sink);
 
  private:
   ncclResult_t progress();
-  ncclResult_t on_immediate(const ibv_wc& wc);
+  ncclResult_t on_immediate(const ibv_wc& wc, int member);
   bool post_recv(int qp);
 
   std::unique_ptr<Connection> conn_;
-  std::unique_ptr<CtsArea> cts_;  // staging for the CTS writes
-  MrEntry* cts_mr_;
-  std::unique_ptr<RecordArea> records_;  // the sender writes sizes here
-  MrEntry* records_mr_;
+  RegisteredArea<CtsArea> cts_;  // staging for the CTS writes
+  RegisteredArea<RecordArea> records_;  // the sender writes sizes here
   uint64_t fifo_addr_;
   uint32_t fifo_rkey_;
   ImplicitMrs implicit_;
@@ -162,11 +201,13 @@ class IbRecvComm final : public RecvComm {
   uint64_t seq_ = 0;
   int in_flight_ = 0;
   uint32_t next_sequence_ = 0;  // messages, for trace records of single receives
-  // GPUDirect flushes: READs are numbered; the loopback QP completes them in order.
-  std::unique_ptr<FlushSink> flush_sink_;
-  MrEntry* flush_sink_mr_ = nullptr;
+  // GPUDirect flushes: READs are numbered, one per member; each member's loopback QP completes
+  // them in order, and a flush is done once every member's READ of its number is.
+  RegisteredArea<FlushSink> flush_sink_;
   RequestPool<IbFlushRequest, size_t(kFlushQueueDepth)> flush_pool_;
-  uint64_t flushes_posted_ = 0, flushes_done_ = 0;
+  uint64_t flushes_posted_ = 0;
+  uint64_t flushes_done_[kMaxMembers] = {};
+  uint64_t flushes_done() const;
 };
 
 }  // namespace astral::plugin::ib

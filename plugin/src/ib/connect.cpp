@@ -6,40 +6,27 @@
 #include "core/log.hpp"
 
 namespace astral::plugin::ib {
-namespace {
-
-// A remotely writable area registered on `hca`; null with `why`.
-template <typename Area>
-std::unique_ptr<Area> make_area(Hca& hca, MrEntry** mr, std::string* why) {
-  auto area = std::make_unique<Area>();
-  *mr = hca.acquire(area.get(), sizeof(Area), why);
-  if (!*mr) area.reset();
-  return area;
-}
-
-}  // namespace
-
 IbConnector::IbConnector(EndpointSetup setup, const oob::ListenHandle& handle,
                          const sockaddr_storage& oob_address)
     : setup_(std::move(setup)),
-      handshake_(handle, oob_address, 1, oob::TransportKind::kIb, setup_.port.rail,
+      handshake_(handle, oob_address, 1, oob::TransportKind::kIb, setup_.device.identity.rail,
                  setup_.timeout_ms),
       deadline_ns_(oob::monotonic_ns() + int64_t(setup_.timeout_ms) * 1000000) {}
 
 ncclResult_t IbConnector::fail(const std::string& why) {
-  ASTRAL_WARN("NET/IB : connecting from {} to {} failed: {}", setup_.port.name, handshake_.remote(), why);
-  if (fifo_mr_) setup_.port.hca->release(fifo_mr_), fifo_mr_ = nullptr;
+  ASTRAL_WARN("NET/IB : connecting from {} to {} failed: {}", setup_.device.identity.name,
+              handshake_.remote(), why);
+  fifo_.mrs.release();
   return ncclRemoteError;
 }
 
 bool IbConnector::start_queues(std::string* why) {
-  queues_ = std::make_unique<Queues>(setup_.port.hca, setup_.port);
+  queues_ = std::make_unique<Queues>(setup_.device);
   if (!queues_->create(setup_.plan.qps, why)) return false;
-  fifo_ = make_area<CtsArea>(*setup_.port.hca, &fifo_mr_, why);
-  if (!fifo_) return false;
+  if (!fifo_.create(*queues_, why)) return false;
   queues_->describe(&local_, setup_.plan.host);
-  local_.addr = reinterpret_cast<uint64_t>(fifo_.get());
-  local_.rkey = fifo_mr_->mr->rkey;
+  local_.addr = reinterpret_cast<uint64_t>(fifo_.area.get());
+  for (int m = 0; m < queues_->member_count(); ++m) local_.member[m].rkey = fifo_.mrs.rkey(m);
   local_.split = setup_.plan.split;
   return true;
 }
@@ -68,11 +55,11 @@ ncclResult_t IbConnector::poll(std::unique_ptr<SendComm>* send_comm) {
     int status = oob::recv_some(fd, &peer_, sizeof peer_, &moved_, &why);
     if (status < 0) return fail(why);
     if (status == 0) return ncclSuccess;
-    if (!check_meta(peer_, setup_.port.ethernet, &why)) return fail("peer's QP metadata: " + why);
+    if (!check_meta(peer_, setup_.device.ethernet(), &why)) return fail("peer's QP metadata: " + why);
     if (peer_.qps != local_.qps) return fail(fmt::format("peer has {} QPs", peer_.qps));
     PlanInputs inputs = setup_.plan;
     inputs.connection_id = established_.connection_id;
-    if (!plan_connection(inputs, setup_.port, peer_, &plan_, &theirs_, &why)) return fail(why);
+    if (!plan_connection(inputs, setup_.device, peer_, &plan_, &theirs_, &why)) return fail(why);
     if (!queues_->connect(peer_, plan_, setup_.config, &why)) return fail(why);
     stage_ = Stage::kSendPlan;
     moved_ = 0;
@@ -81,11 +68,11 @@ ncclResult_t IbConnector::poll(std::unique_ptr<SendComm>* send_comm) {
   if (status < 0) return fail(why);
   if (status == 0) return ncclSuccess;
   auto conn = std::make_unique<Connection>(setup_.ctx, std::move(queues_),
-                                           std::move(established_.sockets[0]), true, setup_.device,
-                                           established_.connection_id, established_.remote_rail,
-                                           format_gid(peer_.gid), plan_, setup_.timeout_ms);
-  *send_comm = std::make_unique<IbSendComm>(std::move(conn), std::move(fifo_), fifo_mr_, peer_);
-  fifo_mr_ = nullptr;
+                                           std::move(established_.sockets[0]), true,
+                                           setup_.device_index, established_.connection_id,
+                                           established_.remote_rail, peer_gids(peer_), plan_,
+                                           setup_.timeout_ms);
+  *send_comm = std::make_unique<IbSendComm>(std::move(conn), std::move(fifo_), peer_);
   return ncclSuccess;
 }
 
@@ -98,45 +85,31 @@ struct IbListenComm::Pending {
   int64_t deadline_ns = 0;
   ConnectionPlan plan;
   std::unique_ptr<Queues> queues;
-  std::unique_ptr<CtsArea> cts;
-  std::unique_ptr<RecordArea> records;
-  std::unique_ptr<FlushSink> flush_sink;
-  MrEntry* cts_mr = nullptr;
-  MrEntry* records_mr = nullptr;
-  MrEntry* flush_sink_mr = nullptr;
-  std::shared_ptr<Hca> hca;
-  ~Pending() {
-    for (MrEntry* mr : {cts_mr, records_mr, flush_sink_mr}) {
-      if (mr) hca->release(mr);
-    }
-  }
+  RegisteredArea<CtsArea> cts;
+  RegisteredArea<RecordArea> records;
+  RegisteredArea<FlushSink> flush_sink;
 };
 
 IbListenComm::IbListenComm(EndpointSetup setup, oob::Fd fd, const oob::Secret& secret)
     : setup_(std::move(setup)),
-      handshake_(std::move(fd), secret, oob::TransportKind::kIb, setup_.port.name,
-                 setup_.port.rail, setup_.timeout_ms) {}
+      handshake_(std::move(fd), secret, oob::TransportKind::kIb, setup_.device.identity.name,
+                 setup_.device.identity.rail, setup_.timeout_ms) {}
 
 IbListenComm::~IbListenComm() = default;
 
 bool IbListenComm::start_queues(Pending& p, std::string* why) {
-  p.hca = setup_.port.hca;
-  p.queues = std::make_unique<Queues>(setup_.port.hca, setup_.port);
+  p.queues = std::make_unique<Queues>(setup_.device);
   if (!p.queues->create(p.peer.qps, why)) return false;
-  p.cts = make_area<CtsArea>(*p.hca, &p.cts_mr, why);
-  if (!p.cts) return false;
-  p.records = make_area<RecordArea>(*p.hca, &p.records_mr, why);
-  if (!p.records) return false;
-  // GPU memory may arrive here: received data then needs iflush's loopback READ.
-  bool gpu_memory = setup_.port.gdr || setup_.port.dmabuf;
+  if (!p.cts.create(*p.queues, why) || !p.records.create(*p.queues, why)) return false;
+  // GPU memory may arrive here: received data then needs iflush's loopback READs.
+  bool gpu_memory = setup_.device.gdr || setup_.device.dmabuf;
   if (gpu_memory && !setup_.config.flush_disable) {
-    if (!p.queues->create_flush_qp(setup_.config, why)) return false;
-    p.flush_sink = make_area<FlushSink>(*p.hca, &p.flush_sink_mr, why);
-    if (!p.flush_sink) return false;
+    if (!p.queues->create_flush_qps(setup_.config, why)) return false;
+    if (!p.flush_sink.create(*p.queues, why)) return false;
   }
   p.queues->describe(&p.local, setup_.plan.host);
-  p.local.addr = reinterpret_cast<uint64_t>(p.records.get());
-  p.local.rkey = p.records_mr->mr->rkey;
+  p.local.addr = reinterpret_cast<uint64_t>(p.records.area.get());
+  for (int m = 0; m < p.queues->member_count(); ++m) p.local.member[m].rkey = p.records.mrs.rkey(m);
   p.local.split = p.peer.split;
   return true;
 }
@@ -146,7 +119,7 @@ bool IbListenComm::step(Pending& p, std::unique_ptr<RecvComm>* recv_comm) {
   int fd = p.established.sockets[0].get();
   auto drop = [&](const std::string& what) {
     ASTRAL_WARN("NET/IB : dropped connection from {} on {}: {}", p.established.peer,
-                setup_.port.name, what);
+                setup_.device.identity.name, what);
     return true;
   };
   if (oob::monotonic_ns() > p.deadline_ns) return drop("no QP metadata in time");
@@ -154,7 +127,7 @@ bool IbListenComm::step(Pending& p, std::unique_ptr<RecvComm>* recv_comm) {
     int status = oob::recv_some(fd, &p.peer, sizeof p.peer, &p.moved, &why);
     if (status < 0) return drop(why);
     if (status == 0) return false;
-    if (!check_meta(p.peer, setup_.port.ethernet, &why)) return drop("QP metadata: " + why);
+    if (!check_meta(p.peer, setup_.device.ethernet(), &why)) return drop("QP metadata: " + why);
     if (!start_queues(p, &why)) return drop(why);
     p.stage = Pending::Stage::kSendMeta;
     p.moved = 0;
@@ -170,18 +143,16 @@ bool IbListenComm::step(Pending& p, std::unique_ptr<RecvComm>* recv_comm) {
   if (status < 0) return drop(why);
   if (status == 0) return false;
   if (!check_plan(p.plan_message, p.peer.qps, &why)) return drop("path plan: " + why);
-  p.plan = plan_from_message(p.plan_message, p.peer.split != 0, setup_.port, p.peer);
+  p.plan = plan_from_message(p.plan_message, p.peer.split != 0, setup_.device, p.peer);
   if (!p.queues->connect(p.peer, p.plan, setup_.config, &why)) return drop(why);
   auto conn = std::make_unique<Connection>(setup_.ctx, std::move(p.queues),
                                            std::move(p.established.sockets[0]), false,
-                                           setup_.device, p.established.connection_id,
-                                           p.established.remote_rail, format_gid(p.peer.gid),
-                                           p.plan, setup_.timeout_ms);
-  auto comm = std::make_unique<IbRecvComm>(std::move(conn), std::move(p.cts), p.cts_mr,
-                                           std::move(p.records), p.records_mr, p.peer);
-  p.cts_mr = p.records_mr = nullptr;
-  if (p.flush_sink) comm->enable_flush(std::move(p.flush_sink), p.flush_sink_mr);
-  p.flush_sink_mr = nullptr;
+                                           setup_.device_index, p.established.connection_id,
+                                           p.established.remote_rail, peer_gids(p.peer), p.plan,
+                                           setup_.timeout_ms);
+  auto comm = std::make_unique<IbRecvComm>(std::move(conn), std::move(p.cts), std::move(p.records),
+                                           p.peer);
+  if (p.flush_sink) comm->enable_flush(std::move(p.flush_sink));
   if (!comm->prepost(&why)) return drop(why);
   *recv_comm = std::move(comm);
   return true;

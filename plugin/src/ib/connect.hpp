@@ -22,8 +22,8 @@ namespace astral::plugin::ib {
 // What a connection end needs from the transport.
 struct EndpointSetup {
   std::shared_ptr<NetContext> ctx;
-  IbPort port;
-  int device = -1;
+  IbDevice device;  // a port, or a virtual NIC of several
+  int device_index = -1;
   IbConfig config;
   int timeout_ms = 30000;
   PlanInputs plan;  // the connecting side's; connection_id is filled after the handshake
@@ -47,8 +47,7 @@ class IbConnector {
   oob::Established established_;
   Stage stage_ = Stage::kHandshake;
   std::unique_ptr<Queues> queues_;
-  std::unique_ptr<CtsArea> fifo_;
-  MrEntry* fifo_mr_ = nullptr;
+  RegisteredArea<CtsArea> fifo_;
   QpMeta local_{}, peer_{};
   PlanMessage theirs_{};
   size_t moved_ = 0;

@@ -39,47 +39,62 @@ std::string format_gid(const uint8_t raw[16]) {
   return text;
 }
 
-Queues::Queues(std::shared_ptr<Hca> hca, const IbPort& port) : hca_(std::move(hca)), port_(port) {}
+std::string peer_gids(const QpMeta& peer) {
+  std::string gids;
+  for (int m = 0; m < peer.members && m < kMaxMembers; ++m) {
+    gids += (m ? "," : "") + format_gid(peer.member[m].gid);
+  }
+  return gids;
+}
+
+Queues::Queues(const IbDevice& device) : device_(device) {}
 
 Queues::~Queues() {
-  const Verbs& v = hca_->verbs();
+  const Verbs& v = hca().verbs();
   for (ibv_qp* qp : qps_) v.destroy_qp(qp);
-  if (flush_qp_) v.destroy_qp(flush_qp_);
-  if (cq_) v.destroy_cq(cq_);
+  for (ibv_qp* qp : flush_qps_) v.destroy_qp(qp);
+  for (ibv_cq* cq : cqs_) v.destroy_cq(cq);
 }
 
 bool Queues::create(int qps, std::string* why) {
-  const Verbs& v = hca_->verbs();
-  // Room for the flush QP's completions too, should this end get one.
-  int cqe = qps * (kSendQueueDepth + kRecvQueueDepth) + kFlushQueueDepth;
-  cq_ = v.create_cq(hca_->context(), cqe, &fatal_, nullptr, 0);
-  if (!cq_) return *why = fmt::format("ibv_create_cq({}): {}", cqe, std::strerror(errno)), false;
+  const Verbs& v = hca().verbs();
+  for (int m = 0; m < member_count(); ++m) {
+    int member_qps = (qps - m + member_count() - 1) / member_count();
+    // Room for the flush QP's completions too, should this end get one.
+    int cqe = std::max(member_qps, 1) * (kSendQueueDepth + kRecvQueueDepth) + kFlushQueueDepth;
+    ibv_cq* cq = v.create_cq(hca(m).context(), cqe, &fatal_, nullptr, 0);
+    if (!cq) {
+      return *why = fmt::format("ibv_create_cq({}) on {}: {}", cqe, port(m).name,
+                                std::strerror(errno)), false;
+    }
+    cqs_.push_back(cq);
+  }
   for (int q = 0; q < qps; ++q) {
-    ibv_qp* qp = create_qp(kSendQueueDepth, kRecvQueueDepth, why);
+    ibv_qp* qp = create_qp(member_of(q), kSendQueueDepth, kRecvQueueDepth, why);
     if (!qp) return false;
     qps_.push_back(qp);
   }
   return true;
 }
 
-ibv_qp* Queues::create_qp(int send_depth, int recv_depth, std::string* why) {
-  const Verbs& v = hca_->verbs();
+ibv_qp* Queues::create_qp(int member, int send_depth, int recv_depth, std::string* why) {
+  const Verbs& v = hca(member).verbs();
   ibv_qp_init_attr init{};
   init.qp_context = &fatal_;
-  init.send_cq = cq_;
-  init.recv_cq = cq_;
+  init.send_cq = cqs_[size_t(member)];
+  init.recv_cq = cqs_[size_t(member)];
   init.qp_type = IBV_QPT_RC;
   init.cap.max_send_wr = uint32_t(send_depth);
   init.cap.max_recv_wr = uint32_t(recv_depth);
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
   init.cap.max_inline_data = sizeof(SizeRecord);
-  ibv_qp* qp = v.create_qp(hca_->pd(), &init);
-  if (!qp) return *why = fmt::format("ibv_create_qp: {}", std::strerror(errno)), nullptr;
+  ibv_qp* qp = v.create_qp(hca(member).pd(), &init);
+  if (!qp) return *why = fmt::format("ibv_create_qp on {}: {}", port(member).name, std::strerror(errno)), nullptr;
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = 0;
-  attr.port_num = uint8_t(port_.port);
+  attr.port_num = uint8_t(port(member).port);
   attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   int err = v.modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   if (err) {
@@ -90,9 +105,9 @@ ibv_qp* Queues::create_qp(int send_depth, int recv_depth, std::string* why) {
   return qp;
 }
 
-bool Queues::bring_up(ibv_qp* qp, uint32_t dest_qpn, const ibv_ah_attr& ah, ibv_mtu mtu,
-                      const IbConfig& config, std::string* why) {
-  const Verbs& v = hca_->verbs();
+bool Queues::bring_up(int member, ibv_qp* qp, uint32_t dest_qpn, const ibv_ah_attr& ah,
+                      ibv_mtu mtu, const IbConfig& config, std::string* why) {
+  const Verbs& v = hca(member).verbs();
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTR;
   attr.path_mtu = mtu;
@@ -104,7 +119,8 @@ bool Queues::bring_up(ibv_qp* qp, uint32_t dest_qpn, const ibv_ah_attr& ah, ibv_
   int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
   if (int err = v.modify_qp(qp, &attr, mask)) {
-    return *why = fmt::format("QP {:#x} to RTR (peer QP {:#x}{}): {}", qp->qp_num, dest_qpn,
+    return *why = fmt::format("QP {:#x} on {} to RTR (peer QP {:#x}{}): {}", qp->qp_num,
+                              port(member).name, dest_qpn,
                               err == ETIMEDOUT ? ", not reachable: cross-rail?" : "",
                               std::strerror(err)), false;
   }
@@ -128,45 +144,54 @@ bool Queues::connect(const QpMeta& peer, const ConnectionPlan& plan, const IbCon
   if (peer.qps != qps_.size()) {
     return *why = fmt::format("the peer has {} QPs, this end {}", peer.qps, qps_.size()), false;
   }
-  ibv_mtu mtu = std::min(port_.mtu, static_cast<ibv_mtu>(peer.mtu));
   for (size_t q = 0; q < qps_.size(); ++q) {
+    int m = member_of(int(q));
+    const IbPort& local = port(m);
+    const MemberAddress& remote = peer.member[q % peer.members];
     ibv_ah_attr ah{};
-    ah.port_num = uint8_t(port_.port);
+    ah.port_num = uint8_t(local.port);
     ah.sl = plan.sl;
-    if (port_.ethernet) {
+    if (local.ethernet) {
       ah.is_global = 1;
-      std::memcpy(ah.grh.dgid.raw, peer.gid, 16);
-      ah.grh.sgid_index = uint8_t(port_.gid_index);
+      std::memcpy(ah.grh.dgid.raw, remote.gid, 16);
+      ah.grh.sgid_index = uint8_t(local.gid_index);
       ah.grh.hop_limit = 255;
       ah.grh.flow_label = plan.flow_label[q];
       ah.grh.traffic_class = plan.tc;
     } else {
       // IB: the plan's path index selects one of the destination's 2^LMC LIDs.
-      uint16_t offset = plan.path_bits[q] & uint16_t((1u << peer.lmc) - 1);
-      ah.dlid = uint16_t(peer.lid + offset);
+      uint16_t offset = plan.path_bits[q] & uint16_t((1u << remote.lmc) - 1);
+      ah.dlid = uint16_t(remote.lid + offset);
     }
-    if (!bring_up(qps_[q], peer.qpn[q], ah, mtu, config, why)) return false;
+    ibv_mtu mtu = std::min(local.mtu, static_cast<ibv_mtu>(remote.mtu));
+    if (!bring_up(m, qps_[q], peer.qpn[q], ah, mtu, config, why)) return false;
   }
   return true;
 }
 
-bool Queues::create_flush_qp(const IbConfig& config, std::string* why) {
-  flush_qp_ = create_qp(kFlushQueueDepth, 1, why);
-  if (!flush_qp_) return false;
-  // The QP's own address: its READs never leave the HCA (NCCL's gpuFlush QP is the same).
-  ibv_ah_attr ah{};
-  ah.port_num = uint8_t(port_.port);
-  if (port_.ethernet) {
-    ah.is_global = 1;
-    ah.grh.dgid = port_.gid;
-    ah.grh.sgid_index = uint8_t(port_.gid_index);
-    ah.grh.hop_limit = 255;
-  } else {
-    ah.dlid = port_.lid;
+bool Queues::create_flush_qps(const IbConfig& config, std::string* why) {
+  for (int m = 0; m < member_count(); ++m) {
+    ibv_qp* qp = create_qp(m, kFlushQueueDepth, 1, why);
+    if (!qp) return false;
+    flush_qps_.push_back(qp);
+    // The QP's own address: its READs never leave the HCA (NCCL's gpuFlush QP is the same).
+    const IbPort& p = port(m);
+    ibv_ah_attr ah{};
+    ah.port_num = uint8_t(p.port);
+    if (p.ethernet) {
+      ah.is_global = 1;
+      ah.grh.dgid = p.gid;
+      ah.grh.sgid_index = uint8_t(p.gid_index);
+      ah.grh.hop_limit = 255;
+    } else {
+      ah.dlid = p.lid;
+    }
+    if (!bring_up(m, qp, qp->qp_num, ah, p.mtu, config, why)) {
+      *why = "the GPUDirect flush QP: " + *why;
+      return false;
+    }
   }
-  if (bring_up(flush_qp_, flush_qp_->qp_num, ah, port_.mtu, config, why)) return true;
-  *why = "the GPUDirect flush QP: " + *why;
-  return false;
+  return true;
 }
 
 void Queues::describe(QpMeta* meta, const std::string& host) const {
@@ -174,20 +199,25 @@ void Queues::describe(QpMeta* meta, const std::string& host) const {
   meta->version = kMetaVersion;
   meta->qps = uint16_t(qps_.size());
   for (size_t q = 0; q < qps_.size(); ++q) meta->qpn[q] = qps_[q]->qp_num;
-  std::memcpy(meta->gid, port_.gid.raw, 16);
-  meta->lid = port_.lid;
-  meta->lmc = port_.lmc;
-  meta->port = uint8_t(port_.port);
-  meta->mtu = uint8_t(port_.mtu);
-  meta->ethernet = port_.ethernet;
-  meta->gid_index = uint8_t(port_.gid_index);
-  meta->rail = int16_t(port_.rail);
-  meta->plane = int16_t(port_.plane);
+  meta->members = uint8_t(member_count());
+  meta->ethernet = port().ethernet;
+  for (int m = 0; m < member_count(); ++m) {
+    const IbPort& p = port(m);
+    MemberAddress& a = meta->member[m];
+    std::memcpy(a.gid, p.gid.raw, 16);
+    a.lid = p.lid;
+    a.lmc = p.lmc;
+    a.port = uint8_t(p.port);
+    a.mtu = uint8_t(p.mtu);
+    a.gid_index = uint8_t(p.gid_index);
+    a.rail = int16_t(p.rail);
+    a.plane = int16_t(p.plane);
+  }
   std::snprintf(meta->host, sizeof meta->host, "%s", host.c_str());
 }
 
-int Queues::qp_index(uint32_t qpn) const {
-  for (size_t q = 0; q < qps_.size(); ++q) {
+int Queues::qp_index(int member, uint32_t qpn) const {
+  for (size_t q = size_t(member); q < qps_.size(); q += size_t(member_count())) {
     if (qps_[q]->qp_num == qpn) return static_cast<int>(q);
   }
   return -1;
@@ -201,7 +231,7 @@ Connection::Connection(std::shared_ptr<NetContext> ctx, std::unique_ptr<Queues> 
       queues_(std::move(queues)),
       socket_(std::move(socket)),
       plan_(plan),
-      device_name_(queues_->port().name),
+      device_name_(queues_->identity().name),
       local_address_(nccl_address(oob::local_address(socket_.get()))),
       remote_address_(nccl_address(oob::peer_address(socket_.get()))),
       remote_gid_(remote_gid),
@@ -212,7 +242,7 @@ Connection::Connection(std::shared_ptr<NetContext> ctx, std::unique_ptr<Queues> 
   info_.sender = sender;
   info_.device = device;
   info_.device_name = device_name_;
-  info_.local_rail = queues_->port().rail;
+  info_.local_rail = queues_->identity().rail;
   info_.remote_rail = remote_rail;
   info_.local_address = local_address_;
   info_.remote_address = remote_address_;
@@ -239,15 +269,15 @@ ncclResult_t Connection::fail(ncclResult_t result, bool peer_lost, const std::st
   return failure_;
 }
 
-ncclResult_t Connection::fail_completion(const ibv_wc& wc) {
+ncclResult_t Connection::fail_completion(const ibv_wc& wc, int member) {
   if (failure_ != ncclSuccess) return failure_;
   const Verbs& v = queues_->hca().verbs();
+  const IbPort& port = queues_->port(member);
   ASTRAL_WARN("NET/IB : Got completion from peer {} with status={} opcode={} len={} vendor err {} "
               "({}) localGid {} remoteGids {} hca {} port {} qp {:#x}: {}",
               remote_address_, int(wc.status), int(wc.opcode), wc.byte_len, wc.vendor_err,
-              info_.sender ? "Send" : "Recv", format_gid(queues_->port().gid.raw), remote_gid_,
-              queues_->hca().name(), queues_->port().port, wc.qp_num,
-              v.status_name(wc.status));
+              info_.sender ? "Send" : "Recv", format_gid(port.gid.raw), remote_gid_,
+              port.hca->name(), port.port, wc.qp_num, v.status_name(wc.status));
   bool peer = wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_RNR_RETRY_EXC_ERR;
   return fail(ncclRemoteError, peer,
               fmt::format("completion error {} ({})", v.status_name(wc.status), int(wc.status)));
@@ -255,14 +285,18 @@ ncclResult_t Connection::fail_completion(const ibv_wc& wc) {
 
 ncclResult_t Connection::check_health() {
   if (failure_ != ncclSuccess) return failure_;
-  Hca& hca = queues_->hca();
   if (int event = queues_->fatal().event.load(std::memory_order_relaxed); event >= 0) {
     return fail(ncclSystemError, false,
-                fmt::format("async event {}", hca.verbs().event_name(ibv_event_type(event))));
+                fmt::format("async event {}", queues_->hca().verbs().event_name(ibv_event_type(event))));
   }
-  if (hca.fatal() || hca.port_down(queues_->port().port)) {
-    std::string reason = hca.fatal_reason();
-    return fail(ncclSystemError, false, reason.empty() ? "the port went down" : reason);
+  // A fused device fails as a whole when one member does: its QPs carry every message's parts.
+  for (int m = 0; m < queues_->member_count(); ++m) {
+    const IbPort& port = queues_->port(m);
+    if (port.hca->fatal() || port.hca->port_down(port.port)) {
+      std::string reason = port.hca->fatal_reason();
+      return fail(ncclSystemError, false,
+                  reason.empty() ? fmt::format("port {} went down", port.name) : reason);
+    }
   }
   return ncclSuccess;
 }

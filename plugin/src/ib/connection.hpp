@@ -1,5 +1,5 @@
 #pragma once
-// What both ends of an ib connection own: the completion queue and RC QPs on one port, the
+// What both ends of an ib connection own: the completion queues and RC QPs on its device's ports, the
 // out-of-band socket kept open as a liveness channel (RC tells a receiver that is only waiting
 // nothing when its peer dies), the failure state and what observers and logs are told.
 #include <array>
@@ -13,6 +13,7 @@
 #include "astral/plugin/observer.hpp"
 #include "core/context.hpp"
 #include "ib/hca.hpp"
+#include "ib/vnic.hpp"
 #include "ib/wire.hpp"
 #include "oob/socket.hpp"
 
@@ -38,48 +39,58 @@ inline constexpr int kRecvQueueDepth = kFifoDepth * 8;
 // Flushes in flight on one receive end: at most one per posted receive.
 inline constexpr int kFlushQueueDepth = kFifoDepth;
 
-// The CQ and QPs of one connection end, created INIT; destroyed in order.
+// The CQs and QPs of one connection end, created INIT; destroyed in order. Each member port of
+// the end's device has its own CQ (members may be different HCAs); QP q is on member q % members.
 class Queues {
  public:
-  Queues(std::shared_ptr<Hca> hca, const IbPort& port);
+  explicit Queues(const IbDevice& device);
   ~Queues();
   Queues(const Queues&) = delete;
   Queues& operator=(const Queues&) = delete;
 
-  // Creates the CQ and `qps` QPs in INIT; false with `why`.
+  // Creates a CQ per member and `qps` QPs in INIT, spread over the members; false with `why`.
   bool create(int qps, std::string* why);
-  // INIT -> RTR -> RTS toward the peer described by `peer`, with the agreed plan.
+  // INIT -> RTR -> RTS toward the peer described by `peer`, with the agreed plan: QP q goes from
+  // this end's member q % members to the peer's member q % peer.members.
   bool connect(const QpMeta& peer, const ConnectionPlan& plan, const IbConfig& config,
                std::string* why);
-  // Fills the local part of the metadata (qpns, addressing, host name).
+  // Fills the local part of the metadata (qpns, each member's addressing, host name).
   void describe(QpMeta* meta, const std::string& host) const;
-  // The loopback QP (connected to itself) whose RDMA READ flushes GPUDirect writes; false with
-  // `why`. Only receive ends that may get GPU memory have one.
-  bool create_flush_qp(const IbConfig& config, std::string* why);
-  ibv_qp* flush_qp() const { return flush_qp_; }
+  // A loopback QP per member (connected to itself) whose RDMA READ flushes the GPUDirect writes
+  // that member's NIC made (each NIC has its own PCIe path to the GPU); false with `why`. Only
+  // receive ends that may get GPU memory have them.
+  bool create_flush_qps(const IbConfig& config, std::string* why);
+  // Null without flush QPs.
+  ibv_qp* flush_qp(int member) const {
+    return flush_qps_.empty() ? nullptr : flush_qps_[size_t(member)];
+  }
 
-  Hca& hca() const { return *hca_; }
-  const IbPort& port() const { return port_; }
-  ibv_cq* cq() const { return cq_; }
+  const IbDevice& device() const { return device_; }
+  const NicPort& identity() const { return device_.identity; }
+  int member_count() const { return static_cast<int>(device_.members.size()); }
+  const IbPort& port(int member = 0) const { return device_.members[size_t(member)]; }
+  Hca& hca(int member = 0) const { return *device_.members[size_t(member)].hca; }
+  ibv_cq* cq(int member) const { return cqs_[size_t(member)]; }
+  int member_of(int q) const { return q % member_count(); }
   int qp_count() const { return static_cast<int>(qps_.size()); }
   ibv_qp* qp(int q) const { return qps_[static_cast<size_t>(q)]; }
-  int qp_index(uint32_t qpn) const;
+  // The QP with number `qpn` on `member` (QP numbers are unique per HCA only), -1 if none.
+  int qp_index(int member, uint32_t qpn) const;
   FatalFlag& fatal() { return fatal_; }
   const FatalFlag& fatal() const { return fatal_; }
 
  private:
-  // A new RC QP on the CQ, in INIT; null with `why`.
-  ibv_qp* create_qp(int send_depth, int recv_depth, std::string* why);
+  // A new RC QP on `member`'s CQ, in INIT; null with `why`.
+  ibv_qp* create_qp(int member, int send_depth, int recv_depth, std::string* why);
   // INIT -> RTR -> RTS toward `dest_qpn` at `ah`.
-  bool bring_up(ibv_qp* qp, uint32_t dest_qpn, const ibv_ah_attr& ah, ibv_mtu mtu,
+  bool bring_up(int member, ibv_qp* qp, uint32_t dest_qpn, const ibv_ah_attr& ah, ibv_mtu mtu,
                 const IbConfig& config, std::string* why);
 
-  std::shared_ptr<Hca> hca_;
-  IbPort port_;
+  IbDevice device_;
   FatalFlag fatal_;
-  ibv_cq* cq_ = nullptr;
+  std::vector<ibv_cq*> cqs_;
   std::vector<ibv_qp*> qps_;
-  ibv_qp* flush_qp_ = nullptr;
+  std::vector<ibv_qp*> flush_qps_;
 };
 
 // The endpoint's resources plus its failure state and trace identity.
@@ -103,8 +114,9 @@ class Connection {
   ncclResult_t failure() const { return failure_; }
   // First call only: one WARN, observer told. Returns `result`.
   ncclResult_t fail(ncclResult_t result, bool peer_lost, const std::string& what);
-  // A completion with an error status, as NCCL words it (the monitor parses this shape).
-  ncclResult_t fail_completion(const ibv_wc& wc);
+  // A completion with an error status on `member`'s CQ, as NCCL words it (the monitor parses
+  // this shape).
+  ncclResult_t fail_completion(const ibv_wc& wc, int member);
   // Async events of this connection's QPs, CQ, port and device; an error fails the connection.
   ncclResult_t check_health();
   // Whether the peer closed the out-of-band socket (it died or closed its comm); checked at most
@@ -125,5 +137,7 @@ class Connection {
 };
 
 std::string format_gid(const uint8_t raw[16]);
+// The GIDs of a peer's members, comma-separated (NCCL's "remoteGids").
+std::string peer_gids(const QpMeta& peer);
 
 }  // namespace astral::plugin::ib

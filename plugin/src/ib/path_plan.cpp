@@ -231,10 +231,11 @@ void fill_pinned(PathPlan& plan, const PathRequest& r) {
 }
 
 std::string qp_text(const PathPlan& plan, const QpPath& p) {
+  std::string qp = p.device.empty() ? fmt::format("qp{}", p.qp) : fmt::format("qp{} on {}", p.qp, p.device);
   if (plan.link_layer == LinkLayer::kInfiniBand)
-    return fmt::format("qp{} dlid {} path {}", p.qp, p.dlid, p.path_index);
-  if (p.flow_label == 0) return fmt::format("qp{} label 0 sport from QPN hash", p.qp);
-  std::string text = fmt::format("qp{} label {:#07x} sport {}", p.qp, p.flow_label, p.udp_sport);
+    return fmt::format("{} dlid {} path {}", qp, p.dlid, p.path_index);
+  if (p.flow_label == 0) return qp + " label 0 sport from QPN hash";
+  std::string text = fmt::format("{} label {:#07x} sport {}", qp, p.flow_label, p.udp_sport);
   return p.uplink_name.empty() ? text : text + " via " + p.uplink_name;
 }
 
@@ -399,7 +400,7 @@ trace::NetPath to_trace_path(const PathPlan& plan) {
   p.gid_index = plan.gid_index;
   for (const QpPath& q : plan.qps)
     p.qps.push_back(trace::NetPathQp{uint32_t(q.qp), q.flow_label, q.udp_sport, q.dlid,
-                                     uint32_t(q.path_index), q.uplink, q.uplink_name});
+                                     uint32_t(q.path_index), q.uplink, q.uplink_name, q.device});
   return p;
 }
 

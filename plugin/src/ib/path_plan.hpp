@@ -125,6 +125,7 @@ struct QpPath {
   int path_index = 0;            // IB: < 2^remote.lmc
   int uplink = -1;               // hash model: the fabric link of the first ECMP stage, -1 unknown
   std::string uplink_name;       // hash model: that link's direction, "r0-00:33 -> s0-00:1"
+  std::string device;            // a fused device (vNIC): the member port it leaves from, else ""
 };
 
 inline constexpr const char* kSourceHashModel = "hash model: disjoint uplinks";

@@ -24,12 +24,14 @@ struct PlanInputs {
 
 // Plans both directions. False with `why` when the planner refuses (one line: cross-rail in a
 // rail-only fabric, bad input); *mine is this end's, *theirs what the peer is sent.
-bool plan_connection(const PlanInputs& in, const IbPort& local, const QpMeta& peer,
+// A fused device's QPs are planned per member pair (QP q: local member q % members, the peer's
+// q % peer.members).
+bool plan_connection(const PlanInputs& in, const IbDevice& local, const QpMeta& peer,
                      ConnectionPlan* mine, PlanMessage* theirs, std::string* why);
 
 // The accepting side's plan, as the connecting side sent it (`peer`: the connecting side's QP
-// metadata, whose base LID the IB DLIDs count from).
-ConnectionPlan plan_from_message(const PlanMessage& message, bool split, const IbPort& local,
+// metadata, whose members' base LIDs the IB DLIDs count from).
+ConnectionPlan plan_from_message(const PlanMessage& message, bool split, const IbDevice& local,
                                  const QpMeta& peer);
 
 // This host's name for the fabric model: ASTRAL_HOSTNAME, else gethostname().

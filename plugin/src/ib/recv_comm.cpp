@@ -22,30 +22,23 @@ constexpr uint64_t kFlushWrId = uint64_t(1) << 63;
 ncclResult_t IbRecvRequest::test(int* done, int* sizes) { return comm->test(this, done, sizes); }
 ncclResult_t IbFlushRequest::test(int* done, int*) { return comm->test(this, done); }
 
-IbRecvComm::IbRecvComm(std::unique_ptr<Connection> conn, std::unique_ptr<CtsArea> cts,
-                       MrEntry* cts_mr, std::unique_ptr<RecordArea> records, MrEntry* records_mr,
-                       const QpMeta& peer)
+IbRecvComm::IbRecvComm(std::unique_ptr<Connection> conn, RegisteredArea<CtsArea> cts,
+                       RegisteredArea<RecordArea> records, const QpMeta& peer)
     : conn_(std::move(conn)),
       cts_(std::move(cts)),
-      cts_mr_(cts_mr),
       records_(std::move(records)),
-      records_mr_(records_mr),
       fifo_addr_(peer.addr),
-      fifo_rkey_(peer.rkey),
-      implicit_(conn_->queues().hca().shared_from_this()) {}
+      fifo_rkey_(peer.member[0].rkey),  // CTS writes go on QP 0, to the sender's member 0
+      implicit_(conn_->queues()) {}
 
 IbRecvComm::~IbRecvComm() {
-  Hca& hca = conn_->queues().hca();
   conn_.reset();  // QPs first: nothing may land in memory that is deregistered
-  hca.release(cts_mr_);
-  hca.release(records_mr_);
-  if (flush_sink_mr_) hca.release(flush_sink_mr_);
+  cts_.mrs.release();
+  records_.mrs.release();
+  flush_sink_.mrs.release();
 }
 
-void IbRecvComm::enable_flush(std::unique_ptr<FlushSink> sink, MrEntry* sink_mr) {
-  flush_sink_ = std::move(sink);
-  flush_sink_mr_ = sink_mr;
-}
+void IbRecvComm::enable_flush(RegisteredArea<FlushSink> sink) { flush_sink_ = std::move(sink); }
 
 bool IbRecvComm::post_recv(int qp) {
   // Zero-SGE receives: WRITE_WITH_IMM places its data by RDMA and consumes only the immediate.
@@ -71,16 +64,18 @@ ncclResult_t IbRecvComm::irecv(int n, void* const* data, const size_t* sizes, co
   if (ncclResult_t res = progress(); res != ncclSuccess) return res;
   if (in_flight_ >= kFifoDepth) return ncclSuccess;  // NCCL retries once one completes
   uint32_t fifo_slot = uint32_t(seq_ % kFifoDepth);
-  CtsEntry& e = cts_->entry[fifo_slot];
+  CtsEntry& e = cts_.area->entry[fifo_slot];
   std::memset(&e, 0, sizeof e);
+  const int members = conn_->queues().member_count();
   for (int i = 0; i < n; ++i) {
     std::string why;
-    MrEntry* mr = sizes[i] > 0 ? implicit_.find(mhandles ? mhandles[i] : nullptr, data[i], sizes[i], &why)
-                               : nullptr;
-    if (sizes[i] > 0 && !mr) return conn_->fail(ncclSystemError, false, why);
+    const MemberMrs* mrs =
+        sizes[i] > 0 ? implicit_.find(mhandles ? mhandles[i] : nullptr, data[i], sizes[i], &why)
+                     : nullptr;
+    if (sizes[i] > 0 && !mrs) return conn_->fail(ncclSystemError, false, why);
     e.addr[i] = reinterpret_cast<uint64_t>(data[i]);
     e.size[i] = sizes[i];
-    e.rkey[i] = mr ? mr->mr->rkey : 0;
+    for (int m = 0; mrs && m < members; ++m) e.rkey[i][m] = mrs->rkey(m);
     e.tag[i] = tags[i];
   }
   IbRecvRequest* r = pool_.acquire();
@@ -88,8 +83,8 @@ ncclResult_t IbRecvComm::irecv(int n, void* const* data, const size_t* sizes, co
   e.count = uint32_t(n);
   e.seq = seq_ + 1;
   e.check = cts_check(e);
-  std::memset(&records_->record[fifo_slot], 0, sizeof(SizeRecord));
-  ibv_sge sge{reinterpret_cast<uint64_t>(&e), sizeof e, cts_mr_->mr->lkey};
+  std::memset(&records_.area->record[fifo_slot], 0, sizeof(SizeRecord));
+  ibv_sge sge{reinterpret_cast<uint64_t>(&e), sizeof e, cts_.mrs.lkey(0)};
   ibv_send_wr wr{};
   wr.sg_list = &sge;
   wr.num_sge = 1;
@@ -129,17 +124,17 @@ ncclResult_t IbRecvComm::irecv(int n, void* const* data, const size_t* sizes, co
   return ncclSuccess;
 }
 
-ncclResult_t IbRecvComm::on_immediate(const ibv_wc& wc) {
+ncclResult_t IbRecvComm::on_immediate(const ibv_wc& wc, int member) {
   ImmFields imm = decode_imm(ntohl(wc.imm_data));
   IbRecvRequest* r = imm.fifo_slot < uint32_t(kFifoDepth) ? by_slot_[imm.fifo_slot] : nullptr;
-  int q = conn_->queues().qp_index(wc.qp_num);
+  int q = conn_->queues().qp_index(member, wc.qp_num);
   if (q < 0 || !post_recv(q)) return conn_->fail(ncclSystemError, false, "cannot repost a receive");
   if (!r || imm.slot >= uint32_t(r->count) || imm.parts == 0) {
     return conn_->fail(ncclInternalError, false,
                        fmt::format("immediate {:#x} names no posted receive", ntohl(wc.imm_data)));
   }
   if (++r->parts_got[imm.slot] < int(imm.parts)) return ncclSuccess;
-  const SlotRecord& record = records_->record[imm.fifo_slot].slot[imm.slot];
+  const SlotRecord& record = records_.area->record[imm.fifo_slot].slot[imm.slot];
   r->received[imm.slot] = record.size;
   TransferInfo& t = r->transfer[imm.slot];
   t.bytes = record.size;
@@ -159,20 +154,24 @@ ncclResult_t IbRecvComm::on_immediate(const ibv_wc& wc) {
 
 ncclResult_t IbRecvComm::progress() {
   if (ncclResult_t res = conn_->check_health(); res != ncclSuccess) return res;
+  Queues& queues = conn_->queues();
   ibv_wc wcs[16];
-  for (;;) {
-    int n = ibv_poll_cq(conn_->queues().cq(), 16, wcs);
-    if (n < 0) return conn_->fail(ncclSystemError, false, "ibv_poll_cq failed");
-    for (int i = 0; i < n; ++i) {
-      if (wcs[i].status != IBV_WC_SUCCESS) return conn_->fail_completion(wcs[i]);
-      if (wcs[i].wr_id & kFlushWrId) {
-        flushes_done_ = std::max(flushes_done_, wcs[i].wr_id & ~kFlushWrId);
-      } else if (wcs[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-        if (ncclResult_t res = on_immediate(wcs[i]); res != ncclSuccess) return res;
+  for (int m = 0; m < queues.member_count(); ++m) {
+    for (;;) {
+      int n = ibv_poll_cq(queues.cq(m), 16, wcs);
+      if (n < 0) return conn_->fail(ncclSystemError, false, "ibv_poll_cq failed");
+      for (int i = 0; i < n; ++i) {
+        if (wcs[i].status != IBV_WC_SUCCESS) return conn_->fail_completion(wcs[i], m);
+        if (wcs[i].wr_id & kFlushWrId) {
+          flushes_done_[m] = std::max(flushes_done_[m], wcs[i].wr_id & ~kFlushWrId);
+        } else if (wcs[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+          if (ncclResult_t res = on_immediate(wcs[i], m); res != ncclSuccess) return res;
+        }
       }
+      if (n < 16) break;
     }
-    if (n < 16) return ncclSuccess;
   }
+  return ncclSuccess;
 }
 
 ncclResult_t IbRecvComm::test(IbRecvRequest* r, int* done, int* sizes) {
@@ -195,8 +194,9 @@ ncclResult_t IbRecvComm::test(IbRecvRequest* r, int* done, int* sizes) {
   return ncclSuccess;
 }
 
-// NCCL's flush: one RDMA READ of the last non-empty buffer through the loopback QP. The READ's
-// completion means the NIC's earlier PCIe writes into that GPU memory are visible to the GPU.
+// NCCL's flush: one RDMA READ of the last non-empty buffer through each member's loopback QP.
+// A READ's completion means that NIC's earlier PCIe writes into the GPU memory are visible to
+// the GPU; a fused device's members each wrote some of the parts, so each of them reads.
 // Host memory needs none (its data is visible on completion), nor an end without a flush QP
 // (no GPU memory possible, or ASTRAL_GDR_FLUSH_DISABLE): the request is then null, "complete".
 ncclResult_t IbRecvComm::iflush(int n, void* const* data, const int* sizes, void* const* mhandles,
@@ -204,32 +204,36 @@ ncclResult_t IbRecvComm::iflush(int n, void* const* data, const int* sizes, void
   *request = nullptr;
   std::lock_guard lock(conn_->mutex());
   if (ncclResult_t res = conn_->failure(); res != ncclSuccess) return res;
-  ibv_qp* qp = conn_->queues().flush_qp();
+  Queues& queues = conn_->queues();
   int last = -1;
   for (int i = 0; i < n; ++i) {
     if (sizes[i] > 0) last = i;
   }
   auto* mr = last >= 0 && mhandles ? static_cast<IbMr*>(mhandles[last]) : nullptr;
-  if (!qp || !mr || mr->magic != IbMr::kMagic || !mr->device_memory) return ncclSuccess;
+  if (!queues.flush_qp(0) || !mr || mr->magic != IbMr::kMagic || !mr->device_memory) return ncclSuccess;
   std::string why;
-  MrEntry* e = implicit_.find(mr, data[last], 1, &why);  // checks the mhandle is this HCA's
-  if (!e) return conn_->fail(ncclInvalidUsage, false, "iflush: " + why);
+  const MemberMrs* mrs = implicit_.find(mr, data[last], 1, &why);  // checks it is this device's
+  if (!mrs) return conn_->fail(ncclInvalidUsage, false, "iflush: " + why);
   IbFlushRequest* r = flush_pool_.acquire();
   if (!r) return conn_->fail(ncclInternalError, false,
                              fmt::format("more than {} flushes in flight", kFlushQueueDepth));
-  ibv_sge sge{reinterpret_cast<uint64_t>(flush_sink_->byte), 1, flush_sink_mr_->mr->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = kFlushWrId | (flushes_posted_ + 1);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(data[last]);
-  wr.wr.rdma.rkey = e->mr->rkey;
-  ibv_send_wr* bad = nullptr;
-  if (int err = ibv_post_send(qp, &wr, &bad)) {
-    flush_pool_.release(r);
-    return conn_->fail(ncclSystemError, false, fmt::format("ibv_post_send (flush): {}", std::strerror(err)));
+  for (int m = 0; m < queues.member_count(); ++m) {
+    ibv_sge sge{reinterpret_cast<uint64_t>(flush_sink_.area->byte), 1, flush_sink_.mrs.lkey(m)};
+    ibv_send_wr wr{};
+    wr.wr_id = kFlushWrId | (flushes_posted_ + 1);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(data[last]);
+    wr.wr.rdma.rkey = mrs->rkey(m);
+    ibv_send_wr* bad = nullptr;
+    if (int err = ibv_post_send(queues.flush_qp(m), &wr, &bad)) {
+      flush_pool_.release(r);
+      return conn_->fail(ncclSystemError, false,
+                         fmt::format("ibv_post_send (flush on {}): {}", queues.port(m).name,
+                                     std::strerror(err)));
+    }
   }
   r->comm = this;
   r->ticket = ++flushes_posted_;
@@ -237,12 +241,18 @@ ncclResult_t IbRecvComm::iflush(int n, void* const* data, const int* sizes, void
   return ncclSuccess;
 }
 
+uint64_t IbRecvComm::flushes_done() const {
+  uint64_t done = flushes_done_[0];
+  for (int m = 1; m < conn_->queues().member_count(); ++m) done = std::min(done, flushes_done_[m]);
+  return done;
+}
+
 ncclResult_t IbRecvComm::test(IbFlushRequest* r, int* done) {
   std::lock_guard lock(conn_->mutex());
   *done = 0;
-  if (flushes_done_ < r->ticket) {
+  if (flushes_done() < r->ticket) {
     if (ncclResult_t res = progress(); res != ncclSuccess) return res;
-    if (flushes_done_ < r->ticket) return ncclSuccess;
+    if (flushes_done() < r->ticket) return ncclSuccess;
   }
   *done = 1;
   flush_pool_.release(r);

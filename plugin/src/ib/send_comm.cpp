@@ -12,40 +12,21 @@
 
 namespace astral::plugin::ib {
 
-ImplicitMrs::~ImplicitMrs() {
-  for (MrEntry* e : held_) hca_->release(e);
-}
-
-MrEntry* ImplicitMrs::find(void* mhandle, void* data, size_t size, std::string* why) {
-  if (auto* mr = static_cast<IbMr*>(mhandle); mr && mr->magic == IbMr::kMagic) {
-    if (mr->hca == hca_) return mr->entry;
-    *why = fmt::format("mhandle registered on {}, not on {}", mr->hca->name(), hca_->name());
-    return nullptr;
-  }
-  // NCCL registers every buffer it passes; tests and tools may not. Register once, keep one
-  // reference per registration for the comm's life (not one per message).
-  MrEntry* e = hca_->acquire(data, size, why);
-  if (!e) return nullptr;
-  if (std::find(held_.begin(), held_.end(), e) != held_.end()) hca_->release(e);
-  else held_.push_back(e);
-  return e;
-}
-
 ncclResult_t IbSendRequest::test(int* done, int* sizes) { return comm->test(this, done, sizes); }
 
-IbSendComm::IbSendComm(std::unique_ptr<Connection> conn, std::unique_ptr<CtsArea> fifo,
-                       MrEntry* fifo_mr, const QpMeta& peer)
+IbSendComm::IbSendComm(std::unique_ptr<Connection> conn, RegisteredArea<CtsArea> fifo,
+                       const QpMeta& peer)
     : conn_(std::move(conn)),
       fifo_(std::move(fifo)),
-      fifo_mr_(fifo_mr),
       records_addr_(peer.addr),
-      records_rkey_(peer.rkey),
-      implicit_(conn_->queues().hca().shared_from_this()) {}
+      peer_members_(peer.members),
+      implicit_(conn_->queues()) {
+  for (int m = 0; m < peer.members; ++m) records_rkey_[m] = peer.member[m].rkey;
+}
 
 IbSendComm::~IbSendComm() {
-  Hca& hca = conn_->queues().hca();
   conn_.reset();  // QPs first: nothing may write into the FIFO once it is deregistered
-  hca.release(fifo_mr_);
+  fifo_.mrs.release();
 }
 
 // The FIFO entry of seq_, once the receiver's write of all of it has landed: its `seq`, and a
@@ -53,7 +34,7 @@ IbSendComm::~IbSendComm() {
 // dropped and read again on the next call.
 bool IbSendComm::next_entry() {
   if (have_entry_) return true;
-  CtsEntry& slot = fifo_->entry[seq_ % kFifoDepth];
+  CtsEntry& slot = fifo_.area->entry[seq_ % kFifoDepth];
   if (__atomic_load_n(&slot.seq, __ATOMIC_ACQUIRE) != seq_ + 1) return false;
   std::memcpy(&entry_, &slot, sizeof entry_);
   if (entry_.seq != seq_ + 1 || cts_check(entry_) != entry_.check) return false;
@@ -68,15 +49,15 @@ ncclResult_t IbSendComm::isend(const void* data, size_t size, int tag, void* mha
   *request = nullptr;
   if (ncclResult_t res = conn_->failure(); res != ncclSuccess) return res;
   std::string why;
-  MrEntry* mr = size > 0 ? implicit_.find(mhandle, const_cast<void*>(data), size, &why) : nullptr;
-  if (size > 0 && !mr) return conn_->fail(ncclSystemError, false, why);
+  const MemberMrs* mrs = size > 0 ? implicit_.find(mhandle, const_cast<void*>(data), size, &why) : nullptr;
+  if (size > 0 && !mrs) return conn_->fail(ncclSystemError, false, why);
   IbSendRequest* r = pool_.acquire();
   if (!r) return ncclSuccess;  // all in use: NCCL retries later
   r->comm = this;
   r->data = data;
   r->size = size;
   r->tag = tag;
-  r->lkey = mr ? mr->mr->lkey : 0;
+  r->mrs = mrs;
   r->transfer = TransferInfo{&conn_->info(), true, tag, 0, size, next_sequence_++, 0, 0, phandle};
   r->transfer.sequence_known = true;
   r->transfer.op_hint = conn_->hints().op;
@@ -142,6 +123,7 @@ ncclResult_t IbSendComm::post(IbSendRequest* r, int slot) {
   r->posted = true;
   for (int k = 0; k < parts; ++k) {
     int q = parts > 1 ? k : int(next_qp_++ % uint64_t(queues.qp_count()));
+    int member = queues.member_of(q), peer_member = q % peer_members_;
     uint64_t begin = std::min(size, chunk * uint64_t(k));
     uint64_t length = std::min(chunk, size - begin);
     ibv_sge record_sge{reinterpret_cast<uint64_t>(&record), sizeof record, 0};
@@ -152,8 +134,9 @@ ncclResult_t IbSendComm::post(IbSendRequest* r, int slot) {
     record_wr.send_flags = IBV_SEND_INLINE;
     record_wr.wr.rdma.remote_addr =
         records_addr_ + fifo_slot * sizeof(SizeRecord) + uint64_t(slot) * sizeof(SlotRecord);
-    record_wr.wr.rdma.rkey = records_rkey_;
-    ibv_sge data_sge{reinterpret_cast<uint64_t>(r->data) + begin, uint32_t(length), r->lkey};
+    record_wr.wr.rdma.rkey = records_rkey_[peer_member];
+    ibv_sge data_sge{reinterpret_cast<uint64_t>(r->data) + begin, uint32_t(length),
+                     r->mrs ? r->mrs->lkey(member) : 0};
     ibv_send_wr data_wr{};
     data_wr.wr_id = reinterpret_cast<uint64_t>(r);
     data_wr.sg_list = length > 0 ? &data_sge : nullptr;
@@ -162,7 +145,7 @@ ncclResult_t IbSendComm::post(IbSendRequest* r, int slot) {
     data_wr.send_flags = IBV_SEND_SIGNALED;
     data_wr.imm_data = htonl(encode_imm(fifo_slot, uint32_t(slot), uint32_t(parts)));
     data_wr.wr.rdma.remote_addr = entry_.addr[slot] + begin;
-    data_wr.wr.rdma.rkey = entry_.rkey[slot];
+    data_wr.wr.rdma.rkey = entry_.rkey[slot][peer_member];
     if (k == 0) record_wr.next = &data_wr;
     ibv_send_wr* bad = nullptr;
     if (int err = ibv_post_send(queues.qp(q), k == 0 ? &record_wr : &data_wr, &bad)) {
@@ -175,23 +158,29 @@ ncclResult_t IbSendComm::post(IbSendRequest* r, int slot) {
 ncclResult_t IbSendComm::progress() {
   if (ncclResult_t res = conn_->check_health(); res != ncclSuccess) return res;
   if (ncclResult_t res = match_waiting(); res != ncclSuccess) return res;
+  Queues& queues = conn_->queues();
   ibv_wc wcs[16];
-  for (;;) {
-    int n = ibv_poll_cq(conn_->queues().cq(), 16, wcs);
-    if (n < 0) return conn_->fail(ncclSystemError, false, "ibv_poll_cq failed");
-    for (int i = 0; i < n; ++i) {
-      if (wcs[i].status != IBV_WC_SUCCESS) return conn_->fail_completion(wcs[i]);
-      auto* r = reinterpret_cast<IbSendRequest*>(wcs[i].wr_id);
-      if (r && --r->parts_left == 0) {
-        if (auto* obs = conn_->observer()) {
-          r->transfer.completed_ns = oob::monotonic_ns();
-          obs->on_completed(r->transfer);
-        }
-        profiler_transfer_finished(conn_->profiler(), r->transfer, &r->profiler_event);
+  for (int m = 0; m < queues.member_count(); ++m) {
+    for (;;) {
+      int n = ibv_poll_cq(queues.cq(m), 16, wcs);
+      if (n < 0) return conn_->fail(ncclSystemError, false, "ibv_poll_cq failed");
+      for (int i = 0; i < n; ++i) {
+        if (wcs[i].status != IBV_WC_SUCCESS) return conn_->fail_completion(wcs[i], m);
+        auto* r = reinterpret_cast<IbSendRequest*>(wcs[i].wr_id);
+        if (r && --r->parts_left == 0) completed(r);
       }
+      if (n < 16) break;
     }
-    if (n < 16) return ncclSuccess;
   }
+  return ncclSuccess;
+}
+
+void IbSendComm::completed(IbSendRequest* r) {
+  if (auto* obs = conn_->observer()) {
+    r->transfer.completed_ns = oob::monotonic_ns();
+    obs->on_completed(r->transfer);
+  }
+  profiler_transfer_finished(conn_->profiler(), r->transfer, &r->profiler_event);
 }
 
 ncclResult_t IbSendComm::test(IbSendRequest* r, int* done, int* sizes) {

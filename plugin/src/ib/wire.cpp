@@ -5,6 +5,19 @@
 
 namespace astral::plugin::ib {
 
+namespace {
+
+// One member's addressing; "" when it is sound.
+std::string member_error(const MemberAddress& m, bool ethernet) {
+  if (m.mtu < 1 || m.mtu > 5) return fmt::format("mtu code {} is not an ibv_mtu", m.mtu);
+  if (!ethernet && m.lid == 0) return "an InfiniBand port with LID 0";
+  if (m.lmc > 7) return fmt::format("lmc {} is not in [0, 7]", m.lmc);
+  if (m.rail < -1 || m.plane < -1) return fmt::format("rail {} / plane {}", m.rail, m.plane);
+  return "";
+}
+
+}  // namespace
+
 bool check_meta(const QpMeta& meta, bool local_ethernet, std::string* why) {
   if (meta.magic != kMetaMagic) {
     *why = fmt::format("not Astral QP metadata (magic {:#010x})", meta.magic);
@@ -12,20 +25,22 @@ bool check_meta(const QpMeta& meta, bool local_ethernet, std::string* why) {
     *why = fmt::format("QP metadata version {} (this library speaks {})", meta.version, kMetaVersion);
   } else if (meta.qps < 1 || meta.qps > kMaxQps) {
     *why = fmt::format("qps {} is not in [1, {}]", meta.qps, kMaxQps);
-  } else if (meta.mtu < 1 || meta.mtu > 5) {
-    *why = fmt::format("mtu code {} is not an ibv_mtu", meta.mtu);
+  } else if (meta.members < 1 || meta.members > kMaxMembers) {
+    *why = fmt::format("members {} is not in [1, {}]", meta.members, kMaxMembers);
   } else if (meta.ethernet > 1 || bool(meta.ethernet) != local_ethernet) {
     *why = fmt::format("link layer {} there, {} here", meta.ethernet ? "Ethernet" : "InfiniBand",
                        local_ethernet ? "Ethernet" : "InfiniBand");
-  } else if (!meta.ethernet && meta.lid == 0) {
-    *why = "an InfiniBand peer with LID 0";
-  } else if (meta.lmc > 7) {
-    *why = fmt::format("lmc {} is not in [0, 7]", meta.lmc);
   } else if (meta.split > 1) {
     *why = fmt::format("split flag {}", meta.split);
   } else if (std::memchr(meta.host, 0, sizeof meta.host) == nullptr) {
     *why = "host name is not NUL-terminated within 32 bytes";
   } else {
+    for (int m = 0; m < meta.members; ++m) {
+      if (std::string e = member_error(meta.member[m], meta.ethernet); !e.empty()) {
+        *why = fmt::format("member {}: {}", m, e);
+        return false;
+      }
+    }
     for (int q = 0; q < meta.qps; ++q) {
       if (meta.qpn[q] == 0 || meta.qpn[q] > 0xffffff) {
         *why = fmt::format("qpn[{}] = {:#x} is not a 24-bit QP number", q, meta.qpn[q]);

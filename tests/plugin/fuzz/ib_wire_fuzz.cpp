@@ -4,7 +4,8 @@
 // side plans and sends back must pass the peer's own check.
 //
 // Input: one byte of choices (bit 0: RoCE here; bits 1-2: the fabric model; bits 3-4: the path
-// policy), then a QpMeta, then a PlanMessage (missing bytes are zero).
+// policy; bit 5: this end is a virtual NIC of two ports), then a QpMeta, then a PlanMessage
+// (missing bytes are zero).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -44,11 +45,11 @@ std::shared_ptr<const FabricModel> fabric_model(astral::topo::FabricKind kind, b
   return model;
 }
 
-IbPort local_port(bool ethernet) {
+IbPort local_port(bool ethernet, int plane) {
   IbPort p;
-  p.name = "mlx5_0";
+  p.name = plane ? "mlx5_1" : "mlx5_0";
   p.rail = 2;
-  p.plane = 0;
+  p.plane = plane;
   p.port = 1;
   p.ethernet = ethernet;
   p.lid = ethernet ? 0 : 7;
@@ -78,7 +79,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (why.empty()) __builtin_trap();  // a refusal always says why
     return 0;
   }
-  const IbPort local = local_port(ethernet);
+  IbDevice local = single_device(local_port(ethernet, 0));
+  if (choices & 0x20) {
+    const std::vector<IbPort> ports = {local_port(ethernet, 0), local_port(ethernet, 1)};
+    const int devs[] = {0, 1};
+    if (!fuse_ports(ports, devs, 2, &local, &why)) __builtin_trap();
+  }
   // The connecting side: plans both directions from the peer's metadata.
   PlanInputs in;
   const int fabric = (choices >> 1) & 3;

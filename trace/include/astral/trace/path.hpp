@@ -22,6 +22,7 @@ struct NetPathQp {
   uint32_t path_index = 0;       // IB: the path within the peer's LMC
   int32_t uplink_link = -1;      // fabric link of the first ECMP stage (hash model), -1 unknown
   std::string uplink;            // that link's direction ("r0-00:33 -> s0-00:1"), "" unknown
+  std::string device;            // a fused device (vNIC): the member port the QP is on, else ""
   bool operator==(const NetPathQp&) const = default;
 };
 
@@ -44,7 +45,7 @@ struct NetPath {
 
 // One JSON object, keys in this order (the shape docs/trace-format.md documents):
 // {"transport","link_layer","policy","source","port","plane","rail","sl","tc","gid_index",
-//  "qps":[{"qp","flow_label","udp_sport","dlid","path_index","uplink"?,"uplink_link"?}],
+//  "qps":[{"qp","flow_label","udp_sport","dlid","path_index","uplink"?,"uplink_link"?,"device"?}],
 //  "note"?, "qps_dropped"?}
 std::string path_to_json(const NetPath& path);
 
