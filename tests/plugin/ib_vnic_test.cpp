@@ -219,3 +219,47 @@ TEST_CASE("softhca makeVDevice: QPs alternate over the members' HCAs, fused and 
     close_pair(p.net, pair);
   }
 }
+
+// Each member's NIC writes its own parts into GPU memory over its own PCIe path, so iflush reads
+// through a loopback QP on every member before the data counts as visible.
+TEST_CASE("softhca makeVDevice: a fused receive end flushes GPU memory through every member",
+          "[plugin][ib]") {
+  PlanesEnv env;
+  ScopedEnv gdr("ASTRAL_IB_GDR", "1");
+  ScopedEnv split("ASTRAL_IB_SPLIT_DATA_ON_QPS", "1");
+  PluginContext p;
+  ncclNetVDeviceProps_v11_t planes{2, {0, 1}};
+  int vdev = -1;
+  REQUIRE(p.net.makeVDevice(&vdev, &planes) == ncclSuccess);
+  ncclNetProperties_v11_t props{};
+  REQUIRE(p.net.getProperties(vdev, &props) == ncclSuccess);
+  CHECK(props.ptrSupport == (NCCL_PTR_HOST | NCCL_PTR_CUDA));
+  auto from = path_log_size();
+  CommPair pair = connect_devices(p.net, p.ctx, vdev, vdev);
+  std::set<std::string> loopback_devices;
+  for (const auto& l : path_log_since(from)) {
+    if (l["qpn"] == l["dest_qpn"]) loopback_devices.insert(l["device"].get<std::string>());
+  }
+  CHECK(loopback_devices == std::set<std::string>{"mlx5_0", "mlx5_1"});
+  std::vector<uint8_t> device(1 << 20), out(1 << 20);
+  fill_pattern(out.data(), out.size(), 8);
+  void *rmh = nullptr, *smh = nullptr;
+  REQUIRE(p.net.regMr(pair.recv, device.data(), device.size(), NCCL_PTR_CUDA, &rmh) == ncclSuccess);
+  REQUIRE(p.net.regMr(pair.send, out.data(), out.size(), NCCL_PTR_HOST, &smh) == ncclSuccess);
+  void* data = device.data();
+  size_t size = device.size();
+  int tag = 4, received = -1;
+  void *rreq = nullptr, *sreq = nullptr;
+  REQUIRE(p.net.irecv(pair.recv, 1, &data, &size, &tag, &rmh, nullptr, &rreq) == ncclSuccess);
+  REQUIRE(p.net.isend(pair.send, out.data(), out.size(), tag, smh, nullptr, &sreq) == ncclSuccess);
+  REQUIRE(wait_pair(p.net, rreq, &received, sreq) == ncclSuccess);
+  CHECK(check_pattern(device.data(), device.size(), 8) == SIZE_MAX);
+  int bytes = received;
+  void* flush = nullptr;
+  REQUIRE(p.net.iflush(pair.recv, 1, &data, &bytes, &rmh, &flush) == ncclSuccess);
+  REQUIRE(flush != nullptr);
+  REQUIRE(wait_request(p.net, flush, nullptr, 10) == ncclSuccess);
+  p.net.deregMr(pair.recv, rmh);
+  p.net.deregMr(pair.send, smh);
+  close_pair(p.net, pair);
+}
