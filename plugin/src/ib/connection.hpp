@@ -117,6 +117,23 @@ class Connection {
   // A completion with an error status on `member`'s CQ, as NCCL words it (the monitor parses
   // this shape).
   ncclResult_t fail_completion(const ibv_wc& wc, int member);
+  // Drains every member's CQ, calling on(wc, member) -> ncclResult_t for each successful
+  // completion; an error status fails the connection (fail_completion), as does a failed poll.
+  template <typename OnCompletion>
+  ncclResult_t drain_completions(OnCompletion&& on) {
+    ibv_wc wcs[16];
+    for (int m = 0; m < queues_->member_count(); ++m) {
+      for (int n = 16; n == 16;) {
+        n = ibv_poll_cq(queues_->cq(m), 16, wcs);
+        if (n < 0) return fail(ncclSystemError, false, "ibv_poll_cq failed");
+        for (int i = 0; i < n; ++i) {
+          if (wcs[i].status != IBV_WC_SUCCESS) return fail_completion(wcs[i], m);
+          if (ncclResult_t res = on(wcs[i], m); res != ncclSuccess) return res;
+        }
+      }
+    }
+    return ncclSuccess;
+  }
   // Async events of this connection's QPs, CQ, port and device; an error fails the connection.
   ncclResult_t check_health();
   // Whether the peer closed the out-of-band socket (it died or closed its comm); checked at most

@@ -154,24 +154,14 @@ ncclResult_t IbRecvComm::on_immediate(const ibv_wc& wc, int member) {
 
 ncclResult_t IbRecvComm::progress() {
   if (ncclResult_t res = conn_->check_health(); res != ncclSuccess) return res;
-  Queues& queues = conn_->queues();
-  ibv_wc wcs[16];
-  for (int m = 0; m < queues.member_count(); ++m) {
-    for (;;) {
-      int n = ibv_poll_cq(queues.cq(m), 16, wcs);
-      if (n < 0) return conn_->fail(ncclSystemError, false, "ibv_poll_cq failed");
-      for (int i = 0; i < n; ++i) {
-        if (wcs[i].status != IBV_WC_SUCCESS) return conn_->fail_completion(wcs[i], m);
-        if (wcs[i].wr_id & kFlushWrId) {
-          flushes_done_[m] = std::max(flushes_done_[m], wcs[i].wr_id & ~kFlushWrId);
-        } else if (wcs[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-          if (ncclResult_t res = on_immediate(wcs[i], m); res != ncclSuccess) return res;
-        }
-      }
-      if (n < 16) break;
+  return conn_->drain_completions([this](const ibv_wc& wc, int member) {
+    if (wc.wr_id & kFlushWrId) {
+      flushes_done_[member] = std::max(flushes_done_[member], wc.wr_id & ~kFlushWrId);
+    } else if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+      return on_immediate(wc, member);
     }
-  }
-  return ncclSuccess;
+    return ncclSuccess;
+  });
 }
 
 ncclResult_t IbRecvComm::test(IbRecvRequest* r, int* done, int* sizes) {

@@ -158,21 +158,11 @@ ncclResult_t IbSendComm::post(IbSendRequest* r, int slot) {
 ncclResult_t IbSendComm::progress() {
   if (ncclResult_t res = conn_->check_health(); res != ncclSuccess) return res;
   if (ncclResult_t res = match_waiting(); res != ncclSuccess) return res;
-  Queues& queues = conn_->queues();
-  ibv_wc wcs[16];
-  for (int m = 0; m < queues.member_count(); ++m) {
-    for (;;) {
-      int n = ibv_poll_cq(queues.cq(m), 16, wcs);
-      if (n < 0) return conn_->fail(ncclSystemError, false, "ibv_poll_cq failed");
-      for (int i = 0; i < n; ++i) {
-        if (wcs[i].status != IBV_WC_SUCCESS) return conn_->fail_completion(wcs[i], m);
-        auto* r = reinterpret_cast<IbSendRequest*>(wcs[i].wr_id);
-        if (r && --r->parts_left == 0) completed(r);
-      }
-      if (n < 16) break;
-    }
-  }
-  return ncclSuccess;
+  return conn_->drain_completions([this](const ibv_wc& wc, int) {
+    auto* r = reinterpret_cast<IbSendRequest*>(wc.wr_id);
+    if (r && --r->parts_left == 0) completed(r);
+    return ncclSuccess;
+  });
 }
 
 void IbSendComm::completed(IbSendRequest* r) {
