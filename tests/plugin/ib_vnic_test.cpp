@@ -3,6 +3,7 @@
 // checked, between fused and plain ends in both directions.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -10,6 +11,7 @@
 #include "harness.hpp"
 #include "ib/vnic.hpp"
 #include "pattern.hpp"
+#include "run_process.hpp"
 #include "softhca_tools.hpp"
 
 using namespace astral::test;
@@ -262,4 +264,31 @@ TEST_CASE("softhca makeVDevice: a fused receive end flushes GPU memory through e
   p.net.deregMr(pair.recv, rmh);
   p.net.deregMr(pair.send, smh);
   close_pair(p.net, pair);
+}
+
+// What tools/rdma-check runs on two hosts with multi-plane NICs, on softhca: netbench over a
+// virtual NIC of two planes, every message verified; a fusion across rails is refused by name.
+TEST_CASE("astral netbench --fuse runs over a virtual NIC, and a refused fusion is one clear error",
+          "[plugin][ib][netbench]") {
+  PlanesEnv env;  // the ranks netbench starts inherit it
+  ScopedEnv path_log("SOFTHCA_PATH_LOG", (softhca_dir() + "/netbench-path.jsonl").c_str());
+  auto r = run_process({ASTRAL_CLI_BIN, "netbench", "--transport", "ib", "--ranks", "2", "--fuse",
+                        "0,1", "--pattern", "stream", "--size", "3M", "--iters", "20", "--json"},
+                       120);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto out = nlohmann::json::parse(r.out);
+  REQUIRE(out["results"].size() == 1);
+  CHECK(out["results"][0]["verified"] == true);
+  std::set<std::string> devices;
+  std::ifstream log(softhca_dir() + "/netbench-path.jsonl");
+  for (std::string line; std::getline(log, line);) {
+    devices.insert(nlohmann::json::parse(line)["device"].get<std::string>());
+  }
+  CHECK(devices == std::set<std::string>{"mlx5_0", "mlx5_1"});  // both members carried QPs
+  auto refused = run_process({ASTRAL_CLI_BIN, "netbench", "--transport", "ib", "--ranks", "2",
+                              "--fuse", "0,2", "--pattern", "stream", "--size", "1M"},
+                             60);
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("refused to fuse devices 0,2") != std::string::npos);
 }

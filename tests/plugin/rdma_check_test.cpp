@@ -64,7 +64,8 @@ TEST_CASE("rdma-check: --help, and bad arguments refused with one line naming th
       {"--peer b --port 80", "--port '80': expected an integer in [1024, 65535]"},
       {"--peer b --gid-index x", "--gid-index 'x': expected an integer in [0, 255]"},
       {"--peer b --kill-bound 0", "--kill-bound '0': expected an integer in [1, 3600]"},
-      {"--peer b --skip everything", "--skip 'everything': expected preflight, baseline, netbench, wire or kill"},
+      {"--peer b --skip everything", "--skip 'everything': expected preflight, baseline, netbench, wire, kill or vnic"},
+      {"--peer b --fuse mlx5_0", "--fuse 'mlx5_0': expected 2 to 4 device names, comma-separated"},
       {"--peer b --devices 'mlx5_0;rm'", "--devices 'mlx5_0;rm': not device names"},
       {"--peer b --fabric /nonexistent.json", "--fabric '/nonexistent.json': cannot read it"},
       {"--peer b --frobnicate", "unknown argument '--frobnicate'"},
@@ -108,5 +109,15 @@ TEST_CASE("rdma-check: --dry-run prints every step's commands per device and a J
   CHECK(skipped.output.find("tcpdump") == std::string::npos);
   CHECK(skipped.output.find("kill -KILL") == std::string::npos);
   CHECK(skipped.output.find("ib_write_bw") != std::string::npos);
+  CHECK(skipped.output.find("--fuse") == std::string::npos);  // no vnic step without --fuse
+
+  // --fuse: netbench over a virtual NIC of exactly those devices, as the plugin's 0 and 1.
+  ScriptRun fused = rdma_check("--peer beta --dry-run --devices mlx5_0 --skip wire --skip kill "
+                               "--fuse mlx5_0,mlx5_1 --out '" + out.string() + "'");
+  INFO(fused.output);
+  CHECK(fused.exit_code == 0);
+  CHECK(fused.output.find("ASTRAL_IB_HCA==mlx5_0,mlx5_1") != std::string::npos);
+  CHECK(fused.output.find("--fuse 0,1 --rank 0") != std::string::npos);
+  CHECK(fused.output.find("rdma-check: vnic mlx5_0,mlx5_1: pass (dry run)") != std::string::npos);
   std::filesystem::remove_all(out);
 }

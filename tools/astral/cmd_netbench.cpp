@@ -146,6 +146,11 @@ void register_netbench(CLI::App& root, Outcome& outcome) {
   cmd->add_option("--plugin", args->options.plugin_path,
                   "net plugin library (default: libnccl-net-astral.so next to astral)");
   cmd->add_option("--device", args->options.device, "plugin device index")->capture_default_str();
+  cmd->add_option("--fuse", args->options.fuse,
+                  "fuse these plugin devices into a virtual NIC (makeVDevice) and run over it "
+                  "(e.g. --fuse 0,1: the two planes of one rail)")
+      ->delimiter(',')
+      ->expected(2, 4);
   cmd->add_option("--transport", args->transport,
                   "the plugin's transport: tcp, ib or auto (sets ASTRAL_TRANSPORT)");
   cmd->add_option("--rank", args->options.rank,

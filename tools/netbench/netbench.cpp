@@ -173,6 +173,24 @@ std::string interface_address(const char* ifname) {
   return found;
 }
 
+// The virtual NIC the plugin makes of `devices` (--fuse), as NCCL asks for one.
+int fused_device(const ncclNet_v11_t& net, const std::vector<int>& devices, int rank) {
+  ncclNetVDeviceProps_v11_t props{};
+  if (devices.size() > sizeof props.devs / sizeof props.devs[0] || !net.makeVDevice) {
+    throw std::runtime_error(fmt::format("netbench: rank {}: --fuse takes 2 to 4 devices of a "
+                                         "plugin with makeVDevice", rank));
+  }
+  props.ndevs = int(devices.size());
+  std::copy(devices.begin(), devices.end(), props.devs);
+  int device = -1;
+  if (net.makeVDevice(&device, &props) != ncclSuccess) {
+    throw std::runtime_error(fmt::format("netbench: rank {}: the plugin refused to fuse devices {} "
+                                         "(its INFO line says why; --verbose)",
+                                         rank, fmt::join(devices, ",")));
+  }
+  return device;
+}
+
 // Everything one rank does; the last allgather carries its results to rank 0 / the coordinator.
 std::vector<std::string> run_rank(const Options& o, int rank, int ranks, BootstrapClient& boot,
                                   const std::function<void(const std::string&)>& progress) {
@@ -198,19 +216,20 @@ std::vector<std::string> run_rank(const Options& o, int rank, int ranks, Bootstr
     void* ctx;
     ~Finalize() { net.finalize(ctx); }
   } finalize{net, ctx};
+  const int device = o.fuse.empty() ? o.device : fused_device(net, o.fuse, rank);
   int ndev = 0;
-  net.devices(&ndev);
-  if (o.device < 0 || o.device >= ndev) {
+  net.devices(&ndev);  // a fused device counts from now on
+  if (device < 0 || device >= ndev) {
     throw std::runtime_error(fmt::format(
         "netbench: rank {}: the plugin has {} device(s), --device {} does not exist (set "
         "ASTRAL_SOCKET_IFNAME)",
-        rank, ndev, o.device));
+        rank, ndev, device));
   }
   ncclNetProperties_v11_t props{};
-  net.getProperties(o.device, &props);
+  net.getProperties(device, &props);
   std::vector<RankResult> results;
   {
-    auto plugin = make_plugin_fabric(net, ctx, o.device, rank, ranks, boot, o.timeout_s);
+    auto plugin = make_plugin_fabric(net, ctx, device, rank, ranks, boot, o.timeout_s);
     std::unique_ptr<Fabric> sockets;
     if (o.baseline_sockets) {
       std::string address = interface_address(props.name);

@@ -25,6 +25,9 @@ struct Options {
   bool baseline_sockets = false;
   std::string plugin_path;  // "" = default_net_plugin_path()
   int device = 0;           // plugin device index
+  // Non-empty: these plugin devices are fused into a virtual NIC (makeVDevice, at most 4 through
+  // the v11 interface netbench drives) and the run uses it instead of `device`.
+  std::vector<int> fuse;
   // Across hosts: this process is rank `rank` of `ranks`; rank 0 hosts the coordinator at
   // `coordinator` (host:port). Local mode (rank < 0) forks `ranks` processes on loopback.
   int rank = -1;
