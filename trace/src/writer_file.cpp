@@ -309,7 +309,8 @@ size_t Writer::encode_path(const NetPath& p, uint8_t* out) noexcept {
 }
 
 void Writer::add_connection(uint64_t comm_hash, const Connection& connection, const NetPath* path) noexcept {
-  uint8_t tail[sizeof(format::MetaPathHead) + kMaxPathQps * (sizeof(format::MetaPathQp) + sizeof(StringId))] = {};
+  constexpr size_t kQpBytes = sizeof(format::MetaPathQp) + sizeof(StringId);  // version 2
+  uint8_t tail[sizeof(format::MetaPathHead) + kMaxPathQps * kQpBytes] = {};
   const size_t tail_bytes = path ? encode_path(*path, tail) : 0;
   {
     std::lock_guard lock(state_->meta_mutex);

@@ -28,7 +28,7 @@ struct IbConfig {
                                 //   peer memory as NCCL does (nvidia_peermem / nv_mem)
   bool dmabuf = true;           // ASTRAL_DMABUF_ENABLE (NCCL_DMABUF_ENABLE)
   bool flush_disable = false;   // ASTRAL_GDR_FLUSH_DISABLE (NCCL_GDR_FLUSH_DISABLE)
-  bool merge_nics = true;       // ASTRAL_IB_MERGE_NICS (NCCL_IB_MERGE_NICS): makeVDevice fuses ports
+  bool merge_nics = true;       // ASTRAL_IB_MERGE_NICS (NCCL_IB_MERGE_NICS): makeVDevice fuses
 };
 
 struct Config {

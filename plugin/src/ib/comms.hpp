@@ -50,7 +50,6 @@ class MemberMrs {
   void release();
   // Whether this was registered for exactly `queues`' members.
   bool on(const Queues& queues) const;
-  bool empty() const { return count_ == 0; }
   MrEntry* entry(int member) const { return entry_[member]; }
   uint32_t lkey(int member) const { return entry_[member]->mr->lkey; }
   uint32_t rkey(int member) const { return entry_[member]->mr->rkey; }
@@ -69,7 +68,8 @@ struct RegisteredArea {
   // False with `why`.
   bool create(const Queues& queues, std::string* why) {
     area = std::make_unique<Area>();
-    if (mrs.acquire(queues, net::MemoryRegion{area.get(), sizeof(Area), NCCL_PTR_HOST, false, 0, -1}, why)) return true;
+    const net::MemoryRegion region{area.get(), sizeof(Area), NCCL_PTR_HOST, false, 0, -1};
+    if (mrs.acquire(queues, region, why)) return true;
     area.reset();
     return false;
   }

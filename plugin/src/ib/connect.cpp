@@ -55,7 +55,9 @@ ncclResult_t IbConnector::poll(std::unique_ptr<SendComm>* send_comm) {
     int status = oob::recv_some(fd, &peer_, sizeof peer_, &moved_, &why);
     if (status < 0) return fail(why);
     if (status == 0) return ncclSuccess;
-    if (!check_meta(peer_, setup_.device.ethernet(), &why)) return fail("peer's QP metadata: " + why);
+    if (!check_meta(peer_, setup_.device.ethernet(), &why)) {
+      return fail("peer's QP metadata: " + why);
+    }
     if (peer_.qps != local_.qps) return fail(fmt::format("peer has {} QPs", peer_.qps));
     PlanInputs inputs = setup_.plan;
     inputs.connection_id = established_.connection_id;

@@ -90,7 +90,10 @@ ibv_qp* Queues::create_qp(int member, int send_depth, int recv_depth, std::strin
   init.cap.max_recv_sge = 1;
   init.cap.max_inline_data = sizeof(SizeRecord);
   ibv_qp* qp = v.create_qp(hca(member).pd(), &init);
-  if (!qp) return *why = fmt::format("ibv_create_qp on {}: {}", port(member).name, std::strerror(errno)), nullptr;
+  if (!qp) {
+    *why = fmt::format("ibv_create_qp on {}: {}", port(member).name, std::strerror(errno));
+    return nullptr;
+  }
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = 0;
@@ -286,8 +289,8 @@ ncclResult_t Connection::fail_completion(const ibv_wc& wc, int member) {
 ncclResult_t Connection::check_health() {
   if (failure_ != ncclSuccess) return failure_;
   if (int event = queues_->fatal().event.load(std::memory_order_relaxed); event >= 0) {
-    return fail(ncclSystemError, false,
-                fmt::format("async event {}", queues_->hca().verbs().event_name(ibv_event_type(event))));
+    const char* name = queues_->hca().verbs().event_name(ibv_event_type(event));
+    return fail(ncclSystemError, false, fmt::format("async event {}", name));
   }
   // A fused device fails as a whole when one member does: its QPs carry every message's parts.
   for (int m = 0; m < queues_->member_count(); ++m) {

@@ -1,7 +1,7 @@
 #pragma once
-// What both ends of an ib connection own: the completion queues and RC QPs on its device's ports, the
-// out-of-band socket kept open as a liveness channel (RC tells a receiver that is only waiting
-// nothing when its peer dies), the failure state and what observers and logs are told.
+// What both ends of an ib connection own: the completion queues and RC QPs on its device's ports,
+// the out-of-band socket kept open as a liveness channel (RC tells a receiver that is only
+// waiting nothing when its peer dies), the failure state and what observers and logs are told.
 #include <array>
 #include <cstdint>
 #include <memory>

@@ -231,7 +231,8 @@ void fill_pinned(PathPlan& plan, const PathRequest& r) {
 }
 
 std::string qp_text(const PathPlan& plan, const QpPath& p) {
-  std::string qp = p.device.empty() ? fmt::format("qp{}", p.qp) : fmt::format("qp{} on {}", p.qp, p.device);
+  std::string qp = p.device.empty() ? fmt::format("qp{}", p.qp)
+                                    : fmt::format("qp{} on {}", p.qp, p.device);
   if (plan.link_layer == LinkLayer::kInfiniBand)
     return fmt::format("{} dlid {} path {}", qp, p.dlid, p.path_index);
   if (p.flow_label == 0) return qp + " label 0 sport from QPN hash";

@@ -179,7 +179,8 @@ ConnectionPlan plan_from_message(const PlanMessage& message, bool split, const I
     p.flow_label = message.flow_label[q];
     p.udp_sport = p.flow_label ? flow_label_to_udp_sport(p.flow_label) : 0;
     p.path_index = message.path_index[q];
-    if (!first.ethernet) p.dlid = uint16_t(remote.lid + (p.path_index & ((1 << remote.lmc) - 1)));  // as at RTR
+    // As at RTR: the peer member's base LID plus the path index within its LMC.
+    if (!first.ethernet) p.dlid = uint16_t(remote.lid + (p.path_index & ((1 << remote.lmc) - 1)));
     if (members > 1 || peer.members > 1) p.device = local.members[size_t(mp.local)].name;
     plan.qps.push_back(p);
   }

@@ -200,7 +200,9 @@ ncclResult_t IbRecvComm::iflush(int n, void* const* data, const int* sizes, void
     if (sizes[i] > 0) last = i;
   }
   auto* mr = last >= 0 && mhandles ? static_cast<IbMr*>(mhandles[last]) : nullptr;
-  if (!queues.flush_qp(0) || !mr || mr->magic != IbMr::kMagic || !mr->device_memory) return ncclSuccess;
+  if (!queues.flush_qp(0) || !mr || mr->magic != IbMr::kMagic || !mr->device_memory) {
+    return ncclSuccess;
+  }
   std::string why;
   const MemberMrs* mrs = implicit_.find(mr, data[last], 1, &why);  // checks it is this device's
   if (!mrs) return conn_->fail(ncclInvalidUsage, false, "iflush: " + why);

@@ -49,7 +49,8 @@ ncclResult_t IbSendComm::isend(const void* data, size_t size, int tag, void* mha
   *request = nullptr;
   if (ncclResult_t res = conn_->failure(); res != ncclSuccess) return res;
   std::string why;
-  const MemberMrs* mrs = size > 0 ? implicit_.find(mhandle, const_cast<void*>(data), size, &why) : nullptr;
+  const MemberMrs* mrs =
+      size > 0 ? implicit_.find(mhandle, const_cast<void*>(data), size, &why) : nullptr;
   if (size > 0 && !mrs) return conn_->fail(ncclSystemError, false, why);
   IbSendRequest* r = pool_.acquire();
   if (!r) return ncclSuccess;  // all in use: NCCL retries later

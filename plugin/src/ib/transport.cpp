@@ -236,7 +236,10 @@ ncclResult_t IbTransport::make_vdevice(const int* devs, int n, int* dev) {
   std::vector<int> members(devs, devs + n);
   int count = virtual_count_.load(std::memory_order_relaxed);
   for (int v = 0; v < count; ++v) {  // the same fusion again: the same device
-    if (virtual_members_[size_t(v)] == members) return *dev = int(physical_.size()) + v, ncclSuccess;
+    if (virtual_members_[size_t(v)] == members) {
+      *dev = int(physical_.size()) + v;
+      return ncclSuccess;
+    }
   }
   IbDevice fused;
   std::string why;
@@ -245,8 +248,8 @@ ncclResult_t IbTransport::make_vdevice(const int* devs, int n, int* dev) {
     return ncclInvalidUsage;
   }
   if (count == kMaxVirtualDevices) {
-    ASTRAL_WARN("NET/IB : makeVDevice: {} virtual devices exist already, the most one process keeps",
-                count);
+    ASTRAL_WARN("NET/IB : makeVDevice: {} virtual devices exist already, the most one process "
+                "keeps", count);
     return ncclInternalError;
   }
   virtual_[size_t(count)] = std::move(fused);
