@@ -63,23 +63,6 @@ struct FakeGpuBuffer {
   }
 };
 
-// Sends `bytes` of pattern `seed` from host memory into `data` (registered as `mhandle`).
-void receive_into(const ncclNet_v11_t& net, CommPair pair, void* data, void* mhandle, size_t bytes,
-                  uint64_t seed) {
-  std::vector<uint8_t> out(bytes);
-  fill_pattern(out.data(), bytes, seed);
-  void* send_mh = nullptr;
-  REQUIRE(net.regMr(pair.send, out.data(), bytes, NCCL_PTR_HOST, &send_mh) == ncclSuccess);
-  size_t size = bytes;
-  int tag = 5, received = -1;
-  void *rreq = nullptr, *sreq = nullptr;
-  REQUIRE(net.irecv(pair.recv, 1, &data, &size, &tag, &mhandle, nullptr, &rreq) == ncclSuccess);
-  REQUIRE(net.isend(pair.send, out.data(), bytes, tag, send_mh, nullptr, &sreq) == ncclSuccess);
-  REQUIRE(wait_pair(net, rreq, &received, sreq, 20) == ncclSuccess);
-  CHECK(received == int(bytes));
-  net.deregMr(pair.send, send_mh);
-}
-
 // iflush of one received buffer; *request is poisoned first, so that "left unset" shows.
 ncclResult_t flush_one(const ncclNet_v11_t& net, void* recv_comm, void* data, size_t bytes,
                        void* mhandle, void** request) {

@@ -1,6 +1,6 @@
 #pragma once
 // What the plugin's ib tests read from and tell softhca: its RTR path log (one JSON line per QP)
-// and its in-process fault entry point.
+// and its in-process fault entry point; and a verified receive into registered memory.
 #include <dlfcn.h>
 
 #include <catch2/catch.hpp>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "pattern.hpp"
 #include "softhca_env.hpp"
 
 namespace astral::test {
@@ -40,6 +41,23 @@ inline int softhca_fault(const std::string& json) {
   int rc = control(json.c_str());
   dlclose(lib);
   return rc;
+}
+
+// Sends `bytes` of pattern `seed` from host memory into `data` (registered as `mhandle`).
+inline void receive_into(const ncclNet_v11_t& net, CommPair pair, void* data, void* mhandle,
+                         size_t bytes, uint64_t seed) {
+  std::vector<uint8_t> out(bytes);
+  fill_pattern(out.data(), bytes, seed);
+  void* send_mh = nullptr;
+  REQUIRE(net.regMr(pair.send, out.data(), bytes, NCCL_PTR_HOST, &send_mh) == ncclSuccess);
+  size_t size = bytes;
+  int tag = 5, received = -1;
+  void *rreq = nullptr, *sreq = nullptr;
+  REQUIRE(net.irecv(pair.recv, 1, &data, &size, &tag, &mhandle, nullptr, &rreq) == ncclSuccess);
+  REQUIRE(net.isend(pair.send, out.data(), bytes, tag, send_mh, nullptr, &sreq) == ncclSuccess);
+  REQUIRE(wait_pair(net, rreq, &received, sreq, 20) == ncclSuccess);
+  CHECK(received == int(bytes));
+  net.deregMr(pair.send, send_mh);
 }
 
 }  // namespace astral::test
