@@ -105,7 +105,7 @@ FacilityConfig parse_config(const std::string& text, const std::string& base_dir
       if (r.contains("password") || r.contains("username") || r.contains("user"))
         p.fail(where, "credentials do not belong in the config: use \"credentials_file\" (mode 600) or \"credentials_env\"");
       p.known_keys(r, where, {"name", "url", "auth", "credentials_file", "credentials_env", "ca_file", "insecure",
-                              "sensors", "telemetry"});
+                              "sensors", "telemetry", "expand_levels"});
       RedfishEndpoint e;
       try {
         e.url = normalise_base_url(p.string(r, "url", where));
@@ -127,6 +127,12 @@ FacilityConfig parse_config(const std::string& text, const std::string& base_dir
       else if (sensors == "none") e.sensors = SensorPolicy::none;
       else p.fail(where + ".sensors", "expected auto, all or none");
       if (r.contains("telemetry")) e.telemetry = r["telemetry"].is_boolean() && r["telemetry"].get<bool>();
+      if (r.contains("expand_levels")) {
+        const json& levels = r["expand_levels"];
+        if (!levels.is_number_integer() || levels.get<long long>() < 1 || levels.get<long long>() > 6)
+          p.fail(where + ".expand_levels", "expected an integer from 1 (members only) to 6");
+        e.expand_levels = levels.get<int>();
+      }
       if (r.contains("credentials_file")) {
         std::string warning;
         try {

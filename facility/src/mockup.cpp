@@ -1,6 +1,10 @@
 #include "astral/facility/mockup.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -20,6 +24,7 @@ namespace {
 
 constexpr std::string_view kRoot = "/redfish/v1";
 constexpr std::string_view kSessions = "/redfish/v1/SessionService/Sessions";
+constexpr int kMaxExpandLevels = 6;  // what the DMTF mockups advertise as MaxLevels
 
 std::string normalise_path(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -110,37 +115,83 @@ HttpResponse MockupService::handle(const HttpRequest& request) {
   return get(path, request.query);
 }
 
+namespace {
+
+// $expand=<mode>($levels=N) (DSP0266 §7.3): mode '.' or '*', N levels (1 when absent); 0 when
+// the query asks for no expansion. '~' (Links only) expands members like '.', as before.
+int expand_levels(const std::string& query) {
+  std::string q;
+  for (std::size_t i = 0; i < query.size(); ++i) {  // %24expand, %28 ... as some clients send
+    if (query[i] == '%' && i + 2 < query.size() && std::isxdigit(static_cast<unsigned char>(query[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(query[i + 2]))) {
+      q += static_cast<char>(std::stoi(query.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      q += query[i];
+    }
+  }
+  if (q.find("$expand") == std::string::npos) return 0;
+  auto at = q.find("$levels=");
+  if (at == std::string::npos) return 1;
+  int levels = std::atoi(q.c_str() + at + 8);
+  return std::clamp(levels, 1, kMaxExpandLevels);
+}
+
+}  // namespace
+
 HttpResponse MockupService::get(const std::string& path, const std::string& query) {
   auto it = resources_.find(path);
   if (it == resources_.end()) return redfish_error(404, fmt::format("{} not found", path));
-  bool expand = query.find("$expand") != std::string::npos;
-  if (!expand && !options_.simulate_energy) return json_response(200, it->second);
+  int levels = expand_levels(query);
+  if (levels == 0 && !options_.simulate_energy) return json_response(200, it->second);
+  std::string key = fmt::format("{}?{}", path, levels);
   if (!options_.simulate_energy) {
-    // Static files: an expanded collection is the same every time.
+    // Static files: an expanded resource is the same every time.
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto cached = expanded_.find(path); cached != expanded_.end()) return json_response(200, cached->second);
+    if (auto cached = expanded_.find(key); cached != expanded_.end()) return json_response(200, cached->second);
   }
   json j = json::parse(it->second, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return json_response(200, it->second);  // serve bad files as they are
-  if (expand && j.contains("Members") && j["Members"].is_array()) {
-    for (auto& m : j["Members"]) {
-      if (!m.is_object() || !m.contains("@odata.id") || !m["@odata.id"].is_string()) continue;
-      auto member = resources_.find(normalise_path(m["@odata.id"].get<std::string>()));
-      if (member == resources_.end()) continue;
-      json full = json::parse(member->second, nullptr, false);
-      if (!full.is_discarded()) m = std::move(full);
-    }
-  }
-  if (options_.simulate_energy) {
-    advance_energy(j);
-    if (expand && j.contains("Members") && j["Members"].is_array())
-      for (auto& m : j["Members"]) advance_energy(m);
-    return json_response(200, j.dump());
-  }
+  expand(j, path, levels);
+  if (options_.simulate_energy) return json_response(200, j.dump());
   std::string text = j.dump();
   std::lock_guard<std::mutex> lock(mu_);
-  expanded_.emplace(path, text);
+  expanded_.emplace(key, text);
   return json_response(200, std::move(text));
+}
+
+// Replaces references by the resources they name, `levels` deep: a collection's Members, and
+// every other reference outside Links to a resource below this one (its subordinate resources,
+// not RelatedItem or Chassis links that lead back up). Energy counters advance in each.
+void MockupService::expand(json& resource, const std::string& self, int levels) const {
+  if (options_.simulate_energy) advance_energy(resource);
+  if (levels <= 0) return;
+  auto inline_reference = [&](json& ref, bool member) {
+    if (!ref.is_object() || ref.size() != 1 || !ref.contains("@odata.id") || !ref["@odata.id"].is_string()) return;
+    std::string uri = normalise_path(ref["@odata.id"].get<std::string>());
+    if (!member && uri.rfind(self + "/", 0) != 0) return;
+    auto target = resources_.find(uri);
+    if (target == resources_.end()) return;
+    json full = json::parse(target->second, nullptr, false);
+    if (full.is_discarded() || !full.is_object()) return;
+    expand(full, uri, levels - 1);
+    ref = std::move(full);
+  };
+  std::function<void(json&)> walk = [&](json& node) {
+    if (node.is_array()) {
+      for (auto& v : node) walk(v);
+      return;
+    }
+    if (!node.is_object()) return;
+    for (auto& [key, value] : node.items()) {
+      if (key == "Links" || key == "Members") continue;
+      inline_reference(value, false);
+      if (!value.contains("@odata.id") || value.size() == 1) walk(value);  // not into what was just inlined
+    }
+  };
+  if (auto m = resource.find("Members"); m != resource.end() && m->is_array())
+    for (auto& member : *m) inline_reference(member, true);
+  walk(resource);
 }
 
 void MockupService::advance_energy(nlohmann::json& j) const {

@@ -157,7 +157,7 @@ Snapshot read_redfish(const RedfishEndpoint& endpoint, const PollOptions& option
           out.count_quirk("no_session_service");
           emit.finding({}, "auth", fetcher.auth_note());
         }
-        WalkOptions wo{endpoint.sensors, endpoint.telemetry, options.max_resources};
+        WalkOptions wo{endpoint.sensors, endpoint.telemetry, options.max_resources, endpoint.expand_levels};
         Walker walker(fetcher, emit, wo);
         status.partial = !walker.run(root.body);
         status.ok = true;
@@ -263,7 +263,7 @@ Snapshot read_service(MockupService& service, const std::string& label, const st
   if (!root.ok) {
     status.error = root.error;
   } else {
-    Walker walker(fetcher, emit, WalkOptions{SensorPolicy::automatic, true, 4096});
+    Walker walker(fetcher, emit, WalkOptions{SensorPolicy::automatic, true, 4096, 6});
     status.partial = !walker.run(root.body);
     status.ok = true;
   }

@@ -2,6 +2,7 @@
 // power equipment (PDUs, power shelves, circuits, outlets). Cooling is in redfish_walk_cooling.cpp.
 #include "redfish_walk.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -54,7 +55,40 @@ const json* Walker::get(const std::string& uri_in) {
     return nullptr;
   }
   auto [it, _] = cache_.emplace(uri, std::move(f.body));
+  index_inline(it->second);
   return &it->second;
+}
+
+// Expanded resources ($expand) sit inside the payload that carried them: every object there that
+// is a whole resource (an @odata.id and more) is found by its URI without a request.
+void Walker::index_inline(const json& node) {
+  if (node.is_array()) {
+    for (const auto& v : node) index_inline(v);
+    return;
+  }
+  if (!node.is_object()) return;
+  std::string uri = id_of(node);
+  if (!uri.empty() && uri.find('#') == std::string::npos && node.size() > 1 &&
+      (node.contains("Id") || node.contains("@odata.type")))
+    inline_members_.emplace(std::move(uri), &node);
+  for (const auto& [key, value] : node.items())
+    if (value.is_structured() && key != "Links") index_inline(value);
+}
+
+// One request for a whole subtree where the service expands several levels; when it refuses,
+// the walk below fetches resource by resource as it would without.
+void Walker::prefetch(const std::string& uri) {
+  if (uri.empty() || expand_levels_ < 2 || inline_members_.count(uri) || cache_.count(uri)) return;
+  std::string deep = fmt::format("{}?$expand=.($levels={})", uri, expand_levels_);
+  if (fetch_.out_of_time()) return;
+  Fetched f = fetch_.get(deep);
+  if (!f.ok || !f.body.is_object()) {
+    emit_.snapshot().count_quirk("deep_expand_refused");
+    expand_levels_ = 1;
+    return;
+  }
+  auto [it, _] = cache_.emplace(std::move(deep), std::move(f.body));
+  index_inline(it->second);
 }
 
 void Walker::report_deadline() {
@@ -69,7 +103,8 @@ std::vector<std::reference_wrapper<const json>> Walker::members(const std::strin
   std::vector<std::reference_wrapper<const json>> out;
   std::string page = uri;
   if (page.empty()) return out;
-  if (expand_) page += "?$expand=.($levels=1)";
+  // A collection expanded inside its parent is already here; otherwise ask for its members.
+  if (expand_ && !inline_members_.count(page)) page += "?$expand=.($levels=1)";
   std::set<std::string> pages_seen;
   for (int pages = 0; !page.empty() && pages < 64 && pages_seen.insert(page).second; ++pages) {
     const json* coll = get(page);
@@ -97,10 +132,20 @@ bool Walker::run(const json& root) {
   const json& features = child(child(root, "ProtocolFeaturesSupported"), "ExpandQuery");
   expand_ = fetch_.supports_query() && features.is_object() &&
             (child(features, "ExpandAll") == true || child(features, "Levels") == true);
+  const json& max_levels = child(features, "MaxLevels");
+  if (expand_ && child(features, "Levels") == true && max_levels.is_number_integer())
+    expand_levels_ = static_cast<int>(std::clamp<long long>(max_levels.get<long long>(), 1, std::max(1, options_.expand_levels)));
   // Power equipment first: it names the chassis that are power shelves.
-  if (auto pe = link_of(root, "PowerEquipment"); !pe.empty()) power_equipment(pe);
+  if (auto pe = link_of(root, "PowerEquipment"); !pe.empty()) {
+    prefetch(pe);
+    power_equipment(pe);
+  }
+  prefetch(link_of(root, "Chassis"));
   for (const json& c : members(link_of(root, "Chassis"))) chassis(c);
-  if (auto te = link_of(root, "ThermalEquipment"); !te.empty()) thermal_equipment(te);
+  if (auto te = link_of(root, "ThermalEquipment"); !te.empty()) {
+    prefetch(te);
+    thermal_equipment(te);
+  }
   if (options_.telemetry) {
     if (auto ts = link_of(root, "TelemetryService"); !ts.empty()) telemetry(ts);
   }

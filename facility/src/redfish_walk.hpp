@@ -17,6 +17,7 @@ struct WalkOptions {
   SensorPolicy sensors = SensorPolicy::automatic;
   bool telemetry = true;
   std::size_t max_resources = 4096;
+  int expand_levels = 6;  // the most $expand levels asked for (the service's MaxLevels bounds it)
 };
 
 class Walker {
@@ -33,6 +34,8 @@ class Walker {
   const json* get(const std::string& uri);
   std::vector<std::reference_wrapper<const json>> members(const std::string& collection_uri);
   void report_deadline();  // once per crawl; marks it incomplete
+  void index_inline(const json& payload);
+  void prefetch(const std::string& uri);
 
   void chassis(const json& c);
   bool power_subsystem(const std::string& uri, const std::string& chassis_uri, const Target& chassis);
@@ -68,10 +71,11 @@ class Walker {
   Emitter& emit_;
   WalkOptions options_;
   bool expand_ = false;
+  int expand_levels_ = 1;  // levels asked for at the top of a subtree (1: members only)
   bool complete_ = true;
   bool bound_reported_ = false;
   std::map<std::string, json> cache_;
-  std::map<std::string, const json*> inline_members_;  // expanded members, inside their collection
+  std::map<std::string, const json*> inline_members_;  // expanded resources, inside their payload
   std::set<std::string> failed_;
   std::set<std::string> shelf_chassis_;
   std::vector<std::string> sensor_collections_;  // read last, so excerpts claim their sensors first  // chassis linked from power shelves: their PSUs are rectifiers

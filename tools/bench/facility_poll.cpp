@@ -1,6 +1,7 @@
 // Facility benchmark: poll N simulated BMCs over loopback with bounded concurrency, then serve a
-// Prometheus scrape of everything they report. Baselines in the same run: the thread-pool poller
-// (the poller before issue 15: a thread per endpoint in flight) on a subset, the same number of
+// Prometheus scrape of everything they report. Baselines in the same run, on a subset: the same
+// poll with one level of $expand (a request per resource below the collections), the thread-pool
+// poller (the poller before issue 15: a thread per endpoint in flight, one level); the same number of
 // bare HTTP GETs through libcurl multi (what the transport alone costs), and polling on scrape.
 // Targets: issue 8, 500 BMCs in <= 2 s and a scrape in <= 50 ms; issue 15, 12,500 BMCs in
 // <= 10 s wall with bounded memory.
@@ -14,7 +15,8 @@
 //
 //   bench_facility_poll [--endpoints 500] [--concurrency 64] [--latency-ms 1] [--baseline 500]
 //                       [--ports 4] [--hung 0] [--timeout-ms 5000] [--mockup DIR] [--scrapes 20]
-//                       [--bare 1]   (--bare 0 skips the bare-GET baseline, for profiling the poll)
+//                       [--bare 1] [--levels 6]
+//   --bare 0 skips the bare-GET baseline (for profiling the poll); --levels caps $expand.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,6 +74,7 @@ std::size_t discard(char*, std::size_t s, std::size_t n, void*) { return s * n; 
 
 struct Args {
   std::size_t endpoints = 500, concurrency = 64, baseline = 500, scrapes = 20, ports = 4, hung = 0, bare = 1;
+  int levels = 6;  // $expand levels the poll asks for (bounded by the mockup's MaxLevels)
   double latency_ms = 1, timeout_ms = 5000;
   std::string mockup = std::string(ASTRAL_FIXTURES_DIR) + "/redfish/public-liquid-cooled-server";
 };
@@ -90,6 +93,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--mockup") a.mockup = v;
     else if (k == "--scrapes") a.scrapes = std::stoul(v);
     else if (k == "--bare") a.bare = std::stoul(v);
+    else if (k == "--levels") a.levels = std::stoi(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       std::exit(2);
@@ -211,6 +215,12 @@ struct PollResult {
   std::string first_error;
 };
 
+// The same BMCs read with at most `levels` of $expand (1: each collection's members, as before).
+std::vector<RedfishEndpoint> with_levels(std::vector<RedfishEndpoint> endpoints, int levels) {
+  for (auto& e : endpoints) e.expand_levels = levels;
+  return endpoints;
+}
+
 PollResult poll(const std::vector<RedfishEndpoint>& endpoints, PollEngine engine, const Args& a, const BmcProcess& bmcs) {
   PollOptions o;
   o.concurrency = a.concurrency;
@@ -306,6 +316,7 @@ int main(int argc, char** argv) {
     bool hung = i < args.hung;
     e.url = bmcs.url(i, hung);
     e.name = (hung ? "hung" : "bmc") + std::to_string(i);
+    e.expand_levels = args.levels;
     endpoints.push_back(std::move(e));
   }
   std::printf("facility poll: %zu simulated BMCs on loopback in a child process (%zu listeners, %s, %.1f ms per request%s), concurrency %zu\n",
@@ -328,17 +339,22 @@ int main(int argc, char** argv) {
     std::printf("  hung BMCs: %zu of %zu reported failed (\"%s\"), every other BMC complete: %s\n", loop.failed, args.hung,
                 loop.first_error.c_str(), loop.ok == healthy ? "yes" : "NO");
 
-  // Today's poller before issue 15 on the last --baseline BMCs, scaled to all of them per BMC.
+  // Baselines on the last --baseline BMCs, scaled to all of them per BMC: the event loop asking
+  // for one level of $expand (a request per resource below the collections, as before), and the
+  // poller before issue 15 (a thread per endpoint, one level).
   std::size_t n_base = std::min(args.baseline, healthy);
   if (n_base > 0) {
-    std::vector<RedfishEndpoint> subset(endpoints.end() - static_cast<long>(n_base), endpoints.end());
-    PollResult pool = poll(subset, PollEngine::threads, args, bmcs);
+    std::vector<RedfishEndpoint> subset = with_levels({endpoints.end() - static_cast<long>(n_base), endpoints.end()}, 1);
     double scale = n / static_cast<double>(n_base);
-    std::printf("  thread-pool poll (baseline)   %7.3f s  %zu/%zu endpoints complete; poller %.2f s CPU (%.3f ms per BMC), simulated BMCs %.2f s CPU%s\n",
-                pool.seconds * scale, pool.ok, n_base, pool.cpu, 1000 * pool.cpu / static_cast<double>(n_base), pool.bmc_cpu,
-                n_base < endpoints.size() ? fmt_scaled(pool.seconds, n_base).c_str() : "");
-    std::printf("  ratio thread pool / event loop: poller CPU per BMC %.2fx, wall %.2fx (above 1: the event loop is cheaper)\n",
-                (pool.cpu / static_cast<double>(n_base)) / std::max(1e-9, loop.cpu / n), pool.seconds * scale / loop.seconds);
+    auto report = [&](const char* label, const PollResult& base) {
+      std::printf("  %-29s %7.3f s  %zu/%zu endpoints complete, %zu requests; poller %.2f s CPU (%.3f ms per BMC), simulated BMCs %.2f s CPU%s\n",
+                  label, base.seconds * scale, base.ok, n_base, base.requests, base.cpu, 1000 * base.cpu / static_cast<double>(n_base),
+                  base.bmc_cpu, n_base < endpoints.size() ? fmt_scaled(base.seconds, n_base).c_str() : "");
+      std::printf("    ratio to the event-loop poll: poller CPU per BMC %.2fx, wall %.2fx (above 1: the event-loop poll is cheaper)\n",
+                  (base.cpu / static_cast<double>(n_base)) / std::max(1e-9, loop.cpu / n), base.seconds * scale / loop.seconds);
+    };
+    report("event loop, $levels=1", poll(subset, PollEngine::event_loop, args, bmcs));
+    report("thread pool, $levels=1", poll(subset, PollEngine::threads, args, bmcs));
   }
   PollResult bare = args.bare ? bare_gets(live, loop.requests, args.concurrency) : PollResult{};
   if (args.bare)

@@ -1,7 +1,7 @@
 #pragma once
 // Serves a DMTF Redfish mockup directory (<dir>/index.json is /redfish/v1, each resource is
 // <path>/index.json) as a Redfish service, like DMTF's Redfish-Mockup-Server: optional
-// authentication (basic and sessions), $expand=.($levels=1) on collections (the mockups advertise
+// authentication (basic and sessions), $expand=.($levels=N) up to 6 levels (the mockups advertise
 // it), and optionally energy counters that advance with the power readings so that PUE over an
 // interval can be demonstrated against static files. Used by `astral facility mockup`, tests,
 // the benchmark and the demo.
@@ -68,6 +68,7 @@ class MockupService {
   HttpResponse get(const std::string& path, const std::string& query);
   HttpResponse login(const HttpRequest& request);
   HttpResponse logout(const std::string& path, const HttpRequest& request);
+  void expand(nlohmann::json& resource, const std::string& self, int levels) const;
   void advance_energy(nlohmann::json& resource) const;
   HttpResponse events(const std::string& path, const HttpRequest& request);
 
@@ -75,7 +76,7 @@ class MockupService {
   std::map<std::string, std::string> resources_;  // "/redfish/v1/..." -> JSON text
   mutable std::mutex mu_;
   std::map<std::string, std::string> sessions_;   // token -> session path
-  std::map<std::string, std::string> expanded_;   // path -> expanded collection (static mockups)
+  std::map<std::string, std::string> expanded_;   // "path?levels" -> expanded resource (static mockups)
   std::size_t next_session_ = 1;
   std::atomic<std::size_t> requests_{0};
   std::chrono::steady_clock::time_point started_;

@@ -50,6 +50,11 @@ struct RedfishEndpoint {
   std::string ca_file;  // PEM bundle that signed the BMC's certificate
   SensorPolicy sensors = SensorPolicy::automatic;
   bool telemetry = true;  // read TelemetryService metric reports when the service has them
+  // $expand depth for the Chassis, PowerEquipment and ThermalEquipment subtrees, bounded by the
+  // service's MaxLevels: at 5, a server's chassis with its power, cooling and sensors is one
+  // request. 1 asks for collections' members only; a service that refuses deep expansion is
+  // read at 1.
+  int expand_levels = 6;
 };
 
 // How poll_redfish waits for many BMCs at once.
