@@ -117,7 +117,7 @@ HttpResponse MockupService::handle(const HttpRequest& request) {
 
 namespace {
 
-// $expand=<mode>($levels=N) (DSP0266 §7.3): mode '.' or '*', N levels (1 when absent); 0 when
+// $expand=<mode>($levels=N) (DSP0266, the $expand query parameter): mode '.' or '*', N levels (1 when absent); 0 when
 // the query asks for no expansion. '~' (Links only) expands members like '.', as before.
 int expand_levels(const std::string& query) {
   std::string q;
@@ -133,8 +133,8 @@ int expand_levels(const std::string& query) {
   if (q.find("$expand") == std::string::npos) return 0;
   auto at = q.find("$levels=");
   if (at == std::string::npos) return 1;
-  int levels = std::atoi(q.c_str() + at + 8);
-  return std::clamp(levels, 1, kMaxExpandLevels);
+  long levels = std::strtol(q.c_str() + at + 8, nullptr, 10);  // saturates, never overflows
+  return static_cast<int>(std::clamp<long>(levels, 1, kMaxExpandLevels));
 }
 
 }  // namespace

@@ -75,6 +75,13 @@ void Walker::index_inline(const json& node) {
     if (value.is_structured() && key != "Links") index_inline(value);
 }
 
+bool Walker::expanded_inline(const std::string& collection_uri) const {
+  auto it = inline_members_.find(collection_uri);
+  if (it == inline_members_.end()) return false;
+  const json& list = child(*it->second, "Members");
+  return !list.is_array() || std::all_of(list.begin(), list.end(), [](const json& m) { return m.size() > 1; });
+}
+
 // One request for a whole subtree where the service expands several levels; when it refuses,
 // the walk below fetches resource by resource as it would without.
 void Walker::prefetch(const std::string& uri) {
@@ -103,8 +110,9 @@ std::vector<std::reference_wrapper<const json>> Walker::members(const std::strin
   std::vector<std::reference_wrapper<const json>> out;
   std::string page = uri;
   if (page.empty()) return out;
-  // A collection expanded inside its parent is already here; otherwise ask for its members.
-  if (expand_ && !inline_members_.count(page)) page += "?$expand=.($levels=1)";
+  // A collection expanded inside its parent, members and all, is already here; otherwise ask for
+  // its members (one request, not one per member).
+  if (expand_ && !expanded_inline(page)) page += "?$expand=.($levels=1)";
   std::set<std::string> pages_seen;
   for (int pages = 0; !page.empty() && pages < 64 && pages_seen.insert(page).second; ++pages) {
     const json* coll = get(page);
@@ -133,8 +141,10 @@ bool Walker::run(const json& root) {
   expand_ = fetch_.supports_query() && features.is_object() &&
             (child(features, "ExpandAll") == true || child(features, "Levels") == true);
   const json& max_levels = child(features, "MaxLevels");
-  if (expand_ && child(features, "Levels") == true && max_levels.is_number_integer())
-    expand_levels_ = static_cast<int>(std::clamp<long long>(max_levels.get<long long>(), 1, std::max(1, options_.expand_levels)));
+  if (expand_ && child(features, "Levels") == true && max_levels.is_number_integer()) {
+    long long most = std::max(1, options_.expand_levels);
+    expand_levels_ = static_cast<int>(std::clamp<long long>(max_levels.get<long long>(), 1, most));
+  }
   // Power equipment first: it names the chassis that are power shelves.
   if (auto pe = link_of(root, "PowerEquipment"); !pe.empty()) {
     prefetch(pe);

@@ -35,6 +35,7 @@ class Walker {
   std::vector<std::reference_wrapper<const json>> members(const std::string& collection_uri);
   void report_deadline();  // once per crawl; marks it incomplete
   void index_inline(const json& payload);
+  bool expanded_inline(const std::string& collection_uri) const;
   void prefetch(const std::string& uri);
 
   void chassis(const json& c);

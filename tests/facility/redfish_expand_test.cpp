@@ -109,6 +109,9 @@ TEST_CASE("a deep $expand reads every mockup exactly as resource by resource, in
     CHECK(expand_readings(deep) == expand_readings(flat));
     CHECK(deep.sources[0].requests < flat.sources[0].requests);
     CHECK(deep.quirks.count("deep_expand_refused") == 0);
+    // Below the deepest level the service expands, a collection is still one request, not one
+    // per member (the CDU mockup advertises 3 levels: its pumps are the fourth).
+    CHECK(deep_bmc.hits("/redfish/v1/ThermalEquipment/CDUs/1/Pumps/1") == 0);
   }
 }
 
