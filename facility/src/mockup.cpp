@@ -24,7 +24,8 @@ namespace {
 
 constexpr std::string_view kRoot = "/redfish/v1";
 constexpr std::string_view kSessions = "/redfish/v1/SessionService/Sessions";
-constexpr int kMaxExpandLevels = 6;  // what the DMTF mockups advertise as MaxLevels
+constexpr int kMaxExpandLevels = 6;     // what the DMTF mockups advertise as MaxLevels
+constexpr int kMaxReferenceDepth = 16;  // how deep in a resource references are looked for
 
 std::string normalise_path(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -38,6 +39,29 @@ std::string random_token() {
   for (int i = 0; i < 32; ++i) t += "0123456789abcdef"[hex(rd)];
   return t;
 }
+
+// How deep [ and { nest in a JSON text (outside strings). The mockup re-serialises what it
+// expands, and nlohmann's dump recurses: a resource nested deeper is served as it is.
+int nesting_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+constexpr int kMaxExpandableDepth = 64;
 
 HttpResponse json_response(int status, std::string body) {
   HttpResponse r;
@@ -70,11 +94,18 @@ MockupService::MockupService(MockupOptions options)
     resources_.emplace(std::move(uri), ss.str());
   }
   if (ec) throw std::runtime_error(fmt::format("mockup {}: {}", options_.dir, ec.message()));
+  note_too_deep();
+}
+
+void MockupService::note_too_deep() {
+  for (const auto& [uri, text] : resources_)
+    if (nesting_depth(text) > kMaxExpandableDepth) too_deep_.insert(uri);
 }
 
 MockupService::MockupService(std::map<std::string, std::string> resources, MockupOptions options)
     : options_(std::move(options)), started_(std::chrono::steady_clock::now()), events_(make_mockup_events(options_)) {
   for (auto& [uri, text] : resources) resources_.emplace(normalise_path(uri), std::move(text));
+  note_too_deep();
 }
 
 std::size_t MockupService::open_sessions() const {
@@ -143,7 +174,7 @@ HttpResponse MockupService::get(const std::string& path, const std::string& quer
   auto it = resources_.find(path);
   if (it == resources_.end()) return redfish_error(404, fmt::format("{} not found", path));
   int levels = expand_levels(query);
-  if (levels == 0 && !options_.simulate_energy) return json_response(200, it->second);
+  if ((levels == 0 && !options_.simulate_energy) || too_deep_.count(path)) return json_response(200, it->second);
   std::string key = fmt::format("{}?{}", path, levels);
   if (!options_.simulate_energy) {
     // Static files: an expanded resource is the same every time.
@@ -171,27 +202,28 @@ void MockupService::expand(json& resource, const std::string& self, int levels) 
     std::string uri = normalise_path(ref["@odata.id"].get<std::string>());
     if (!member && uri.rfind(self + "/", 0) != 0) return;
     auto target = resources_.find(uri);
-    if (target == resources_.end()) return;
+    if (target == resources_.end() || too_deep_.count(uri)) return;
     json full = json::parse(target->second, nullptr, false);
     if (full.is_discarded() || !full.is_object()) return;
     expand(full, uri, levels - 1);
     ref = std::move(full);
   };
-  std::function<void(json&)> walk = [&](json& node) {
+  std::function<void(json&, int)> walk = [&](json& node, int depth) {
+    if (depth > kMaxReferenceDepth) return;  // references sit a few levels down, never this deep
     if (node.is_array()) {
-      for (auto& v : node) walk(v);
+      for (auto& v : node) walk(v, depth + 1);
       return;
     }
     if (!node.is_object()) return;
     for (auto& [key, value] : node.items()) {
       if (key == "Links" || key == "Members") continue;
       inline_reference(value, false);
-      if (!value.contains("@odata.id") || value.size() == 1) walk(value);  // not into what was just inlined
+      if (!value.contains("@odata.id") || value.size() == 1) walk(value, depth + 1);  // not into what was just inlined
     }
   };
   if (auto m = resource.find("Members"); m != resource.end() && m->is_array())
     for (auto& member : *m) inline_reference(member, true);
-  walk(resource);
+  walk(resource, 0);
 }
 
 void MockupService::advance_energy(nlohmann::json& j) const {

@@ -11,6 +11,9 @@ namespace astral::facility::detail {
 
 namespace {
 
+// Six levels of expansion nest resources about 30 deep; the walk runs on 256 KiB fiber stacks.
+constexpr int kMaxInlineDepth = 64;
+
 bool has_type(const json& j, std::string_view type) {
   auto it = j.find("@odata.type");
   return it != j.end() && it->is_string() && it->get_ref<const std::string&>().find(type) != std::string::npos;
@@ -61,9 +64,10 @@ const json* Walker::get(const std::string& uri_in) {
 
 // Expanded resources ($expand) sit inside the payload that carried them: every object there that
 // is a whole resource (an @odata.id and more) is found by its URI without a request.
-void Walker::index_inline(const json& node) {
+void Walker::index_inline(const json& node, int depth) {
+  if (depth > kMaxInlineDepth) return;  // a payload nested deeper is no expansion; bound the stack
   if (node.is_array()) {
-    for (const auto& v : node) index_inline(v);
+    for (const auto& v : node) index_inline(v, depth + 1);
     return;
   }
   if (!node.is_object()) return;
@@ -72,7 +76,7 @@ void Walker::index_inline(const json& node) {
       (node.contains("Id") || node.contains("@odata.type")))
     inline_members_.emplace(std::move(uri), &node);
   for (const auto& [key, value] : node.items())
-    if (value.is_structured() && key != "Links") index_inline(value);
+    if (value.is_structured() && key != "Links") index_inline(value, depth + 1);
 }
 
 bool Walker::expanded_inline(const std::string& collection_uri) const {

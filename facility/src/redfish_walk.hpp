@@ -34,7 +34,7 @@ class Walker {
   const json* get(const std::string& uri);
   std::vector<std::reference_wrapper<const json>> members(const std::string& collection_uri);
   void report_deadline();  // once per crawl; marks it incomplete
-  void index_inline(const json& payload);
+  void index_inline(const json& payload, int depth = 0);
   bool expanded_inline(const std::string& collection_uri) const;
   void prefetch(const std::string& uri);
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,21 @@ TEST_CASE("a service that refuses a deep $expand is read one level at a time, co
   CHECK(bmc.hits("/redfish/v1/Chassis/1U/Sensors") == 1);  // read as before
   MockBmc plain(mockup_dir("public-liquid-cooled-server"));
   CHECK(expand_readings(s) == expand_readings(read_redfish(levelled(plain.url(), 1), expand_poll_options())));
+}
+
+TEST_CASE("a resource nested 100,000 deep is read without exhausting the stack, expanded or not") {
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  std::map<std::string, std::string> resources{
+      {"/redfish/v1", R"({"@odata.id": "/redfish/v1", "Chassis": {"@odata.id": "/redfish/v1/Chassis"},
+          "ProtocolFeaturesSupported": {"ExpandQuery": {"Levels": true, "MaxLevels": 6}}})"},
+      {"/redfish/v1/Chassis", R"({"@odata.id": "/redfish/v1/Chassis",
+          "Members": [{"@odata.id": "/redfish/v1/Chassis/1"}]})"},
+      {"/redfish/v1/Chassis/1", R"({"@odata.id": "/redfish/v1/Chassis/1", "Id": "1", "MaxPowerWatts": 700,
+          "Oem": {"Deep": )" + deep + "}}"}};
+  Snapshot s = read_redfish_resources(resources, "deep");
+  REQUIRE(s.sources.size() == 1);
+  CHECK(s.sources[0].ok);
+  CHECK(s.find("deep", "Chassis/1", "power_max"));
 }
 
 TEST_CASE("sources.json: expand_levels is 1 to 6, and a bad one names the source") {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -69,11 +70,13 @@ class MockupService {
   HttpResponse login(const HttpRequest& request);
   HttpResponse logout(const std::string& path, const HttpRequest& request);
   void expand(nlohmann::json& resource, const std::string& self, int levels) const;
+  void note_too_deep();
   void advance_energy(nlohmann::json& resource) const;
   HttpResponse events(const std::string& path, const HttpRequest& request);
 
   MockupOptions options_;
   std::map<std::string, std::string> resources_;  // "/redfish/v1/..." -> JSON text
+  std::set<std::string> too_deep_;  // resources nested too deep to expand: served as they are
   mutable std::mutex mu_;
   std::map<std::string, std::string> sessions_;   // token -> session path
   std::map<std::string, std::string> expanded_;   // "path?levels" -> expanded resource (static mockups)
